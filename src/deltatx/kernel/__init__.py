@@ -1,0 +1,1 @@
+"""The Delta protocol, pure: standard library only, no I/O."""

@@ -1,0 +1,122 @@
+"""The local filesystem LogStore.
+
+Write-if-absent writes a temporary file next to the target, fsyncs it, then ``os.link``s it to
+the target name: the link fails if the target exists, which is the atomic exclusion, and a
+reader can never observe a half-written commit. The directory is fsynced so the new name
+survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+
+from deltatx.storage.faults import fault_point
+from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
+
+
+def _local(path: str) -> str:
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    if path.startswith("file:"):
+        return path[len("file:") :]
+    return path
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalLogStore:
+    """LogStore over the local filesystem (or a POSIX mount)."""
+
+    def __init__(self, *, fsync: bool = True) -> None:
+        """Creates a store; ``fsync=False`` trades durability for speed (tests, benchmarks)."""
+        self._fsync = fsync
+
+    def read(self, path: str) -> bytes:
+        """The whole file; ``FileNotFoundError`` if absent."""
+        with open(_local(path), "rb") as f:
+            return f.read()
+
+    def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
+        """Writes a whole file atomically; without ``overwrite`` only if it is absent."""
+        target = _local(path)
+        directory = os.path.dirname(target) or "."
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                fault_point("log_store.partial_write")
+                f.flush()
+                if self._fsync:
+                    os.fsync(f.fileno())
+            if overwrite:
+                os.replace(tmp, target)
+            else:
+                try:
+                    os.link(tmp, target)
+                except FileExistsError:
+                    raise FileAlreadyExistsError(target) from None
+            fault_point("log_store.after_link")
+            if self._fsync:
+                _fsync_dir(directory)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def list_from(self, directory: str, start_name: str = "") -> list[FileStatus]:
+        """Files directly in ``directory`` sorted by name, from ``start_name`` on."""
+        base = _local(directory)
+        out: list[FileStatus] = []
+        try:
+            entries = os.scandir(base)
+        except FileNotFoundError:
+            return []
+        with entries:
+            for entry in entries:
+                if entry.name < start_name or entry.name.startswith("."):
+                    continue
+                try:
+                    if not entry.is_file():
+                        continue
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                out.append(
+                    FileStatus(
+                        path=os.path.join(directory, entry.name),
+                        size=st.st_size,
+                        modification_time=st.st_mtime_ns // 1_000_000,
+                    )
+                )
+        out.sort(key=lambda s: s.name)
+        return out
+
+    def exists(self, path: str) -> bool:
+        """Whether a file or directory exists at ``path``."""
+        return os.path.exists(_local(path))
+
+    def walk(self, root: str) -> Iterator[FileStatus]:
+        """Every file under ``root``; symlinks are not followed out of the tree."""
+        base = _local(root)
+        for dirpath, _dirnames, filenames in os.walk(base, followlinks=False):
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(full)
+                except FileNotFoundError:
+                    continue
+                yield FileStatus(full, st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def delete(self, path: str) -> None:
+        """Removes a file; a missing file is not an error."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_local(path))
