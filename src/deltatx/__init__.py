@@ -1,1 +1,84 @@
-"""deltatx."""
+"""deltatx: Delta Lake transactions in Python, with Spark doing the data work.
+
+``import deltatx`` loads no Spark: :class:`DeltaTable`, :class:`Transaction`, :func:`write` and
+:func:`spark_session` are resolved on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from deltatx.errors import (
+    CommitFailedError,
+    CommitRetriesExceededError,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+    ConcurrentTransactionException,
+    DeltaError,
+    InvalidArgumentError,
+    InvalidConditionError,
+    InvalidPropertyError,
+    InvalidTableError,
+    MetadataChangedException,
+    ProtocolChangedException,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionStateError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+
+from deltatx.version import __version__
+
+if TYPE_CHECKING:
+    from deltatx.spark.session import spark_session
+    from deltatx.tables import DeltaTable, Transaction, write
+
+
+_LAZY = {
+    "DeltaTable": "deltatx.tables",
+    "Transaction": "deltatx.tables",
+    "write": "deltatx.tables",
+    "spark_session": "deltatx.spark.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deltatx' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "CommitFailedError",
+    "CommitRetriesExceededError",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentModificationException",
+    "ConcurrentTransactionException",
+    "DeltaError",
+    "DeltaTable",
+    "InvalidArgumentError",
+    "InvalidConditionError",
+    "InvalidPropertyError",
+    "InvalidTableError",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "SchemaMismatchError",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "Transaction",
+    "TransactionStateError",
+    "UnsupportedFeatureError",
+    "VersionNotFoundError",
+    "__version__",
+    "spark_session",
+    "write",
+]

@@ -60,6 +60,10 @@ class SchemaMismatchError(DeltaError):
         self.column = column
 
 
+class JavaNotFoundError(DeltaError):
+    """No Java runtime was found, so a local Spark session cannot start."""
+
+
 class InvalidConditionError(InvalidArgumentError):
     """A SQL condition or expression could not be parsed or refers to unknown columns."""
 
@@ -226,6 +230,7 @@ __all__ = [
     "InvalidConditionError",
     "InvalidPropertyError",
     "InvalidTableError",
+    "JavaNotFoundError",
     "MetadataChangedException",
     "ProtocolChangedException",
     "SchemaMismatchError",

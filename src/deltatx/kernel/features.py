@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from deltatx.errors import UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
@@ -171,3 +171,15 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
         reader_features=None,
         writer_features=tuple(sorted(writers)),
     )
+
+
+def protocol_for_configuration(
+    configuration: dict[str, str] | Mapping[str, str], base: ProtocolAction
+) -> ProtocolAction:
+    """The protocol that table properties need: (3, 7) with ``deletionVectors`` when DVs are on."""
+    features: list[str] = []
+    if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
+        features.append("deletionVectors")
+    if configuration.get("delta.appendOnly", "false").lower() == "true":
+        features.append("appendOnly")
+    return protocol_with_features(base, features) if features else base

@@ -67,3 +67,8 @@ def parse_log_file(name: str) -> LogFile | None:
     if m := _UUID_CHECKPOINT.match(name):
         return LogFile(name, int(m.group(1)), LogFileKind.V2_CHECKPOINT)
     return None
+
+
+# Spark writes a command's files under this directory in the table root before they are moved
+# into place; a crash can leave one behind, which VACUUM removes once it is old enough.
+STAGING_PREFIX = "_deltatx_staging-"

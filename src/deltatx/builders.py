@@ -1,0 +1,136 @@
+"""Builders for MERGE and OPTIMIZE, shared by DeltaTable and Transaction.
+
+A builder collects options and, on execute, hands one unit of work to its owner: a
+Transaction runs it in place, a DeltaTable runs it in a transaction of its own and commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
+
+from pyspark.sql import Column, DataFrame, SparkSession
+
+from deltatx.kernel.metrics import MergeMetrics, OptimizeMetrics
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.merge import ClauseKind, MergeClause, stage_merge
+from deltatx.spark.commands.optimize import stage_compaction, stage_z_order
+
+T = TypeVar("T")
+
+
+class Owner(Protocol):
+    """Something that can run a statement in a transaction (DeltaTable or Transaction)."""
+
+    def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
+        """Runs ``work`` with a session and a transaction."""
+        ...
+
+
+class MergeBuilder:
+    """Collects MERGE clauses; :meth:`execute` runs them (in order) in one transaction."""
+
+    def __init__(
+        self,
+        owner: Owner,
+        source: DataFrame,
+        condition: str | Column,
+        target_alias: str | None,
+    ) -> None:
+        """Use :meth:`DeltaTable.merge` or :meth:`Transaction.merge`."""
+        self._owner = owner
+        self._source = source
+        self._condition = condition
+        self._target_alias = target_alias
+        self._clauses: list[MergeClause] = []
+        self._merge_schema = False
+
+    def _add(self, clause: MergeClause) -> MergeBuilder:
+        self._clauses.append(clause)
+        return self
+
+    def when_matched_update(
+        self, set: Mapping[str, str | Column], condition: str | Column | None = None
+    ) -> MergeBuilder:
+        """For matched rows (meeting ``condition``): set columns."""
+        return self._add(MergeClause(ClauseKind.MATCHED_UPDATE, condition, dict(set)))
+
+    def when_matched_update_all(self, condition: str | Column | None = None) -> MergeBuilder:
+        """For matched rows: set every column from the source column of the same name."""
+        return self._add(MergeClause(ClauseKind.MATCHED_UPDATE, condition, None))
+
+    def when_matched_delete(self, condition: str | Column | None = None) -> MergeBuilder:
+        """For matched rows: delete the target row."""
+        return self._add(MergeClause(ClauseKind.MATCHED_DELETE, condition, {}))
+
+    def when_not_matched_insert(
+        self, values: Mapping[str, str | Column], condition: str | Column | None = None
+    ) -> MergeBuilder:
+        """For source rows with no match: insert a row with these values (others NULL)."""
+        return self._add(MergeClause(ClauseKind.NOT_MATCHED_INSERT, condition, dict(values)))
+
+    def when_not_matched_insert_all(self, condition: str | Column | None = None) -> MergeBuilder:
+        """For source rows with no match: insert them as they are."""
+        return self._add(MergeClause(ClauseKind.NOT_MATCHED_INSERT, condition, None))
+
+    def when_not_matched_by_source_update(
+        self, set: Mapping[str, str | Column], condition: str | Column | None = None
+    ) -> MergeBuilder:
+        """For target rows no source row matched: set columns."""
+        return self._add(MergeClause(ClauseKind.NOT_MATCHED_BY_SOURCE_UPDATE, condition, dict(set)))
+
+    def when_not_matched_by_source_delete(
+        self, condition: str | Column | None = None
+    ) -> MergeBuilder:
+        """For target rows no source row matched: delete them."""
+        return self._add(MergeClause(ClauseKind.NOT_MATCHED_BY_SOURCE_DELETE, condition, {}))
+
+    def with_schema_evolution(self) -> MergeBuilder:
+        """Lets ``*_all`` clauses add the source's new columns to the table."""
+        self._merge_schema = True
+        return self
+
+    def execute(self) -> MergeMetrics:
+        """Runs the merge: stages into the transaction, or commits on a DeltaTable."""
+        return self._owner.run(self._run)
+
+    def _run(self, spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
+        return stage_merge(
+            spark,
+            txn,
+            source=self._source,
+            condition=self._condition,
+            clauses=list(self._clauses),
+            target_alias=self._target_alias,
+            merge_schema=self._merge_schema,
+        )
+
+
+class OptimizeBuilder:
+    """OPTIMIZE: ``where`` limits it to partitions, then compaction or Z-order."""
+
+    def __init__(self, owner: Owner) -> None:
+        """Use :meth:`DeltaTable.optimize` or :meth:`Transaction.optimize`."""
+        self._owner = owner
+        self._where: str | None = None
+
+    def where(self, partition_filter: str) -> OptimizeBuilder:
+        """Only files in partitions matching ``partition_filter`` (partition columns only)."""
+        self._where = partition_filter
+        return self
+
+    def execute_compaction(self, *, target_size: int | None = None) -> OptimizeMetrics:
+        """Bin-packs small files toward ``target_size`` bytes (``delta.targetFileSize``)."""
+        return self._owner.run(
+            lambda spark, txn: stage_compaction(
+                spark, txn, condition=self._where, target_size=target_size
+            )
+        )
+
+    def execute_z_order_by(self, *columns: str, target_size: int | None = None) -> OptimizeMetrics:
+        """Rewrites the selected files clustered along a Z-order curve over ``columns``."""
+        return self._owner.run(
+            lambda spark, txn: stage_z_order(
+                spark, txn, list(columns), condition=self._where, target_size=target_size
+            )
+        )

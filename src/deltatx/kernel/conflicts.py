@@ -1,0 +1,480 @@
+"""Conflict detection: may a pending commit land after a commit that won the race?
+
+A pure function of the pending transaction (its read set, actions and resolved isolation level)
+and one winning commit, applied to each winner in version order. The checks and their order are
+deltatx's decisions in ``conflict-spec.md``: protocol, metadata, domain metadata, application
+ids, appends, delete/read, delete/delete, except that a file removed by both commits is always a
+delete/delete conflict (seed 000: two compactions rewriting the same files).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from deltatx.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from deltatx.kernel.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    ProtocolAction,
+    RemoveFile,
+    SetTransaction,
+)
+from deltatx.kernel.evaluation import file_may_match
+from deltatx.kernel.expressions import Expression, columns_of, or_, to_sql
+from deltatx.kernel.isolation import IsolationLevel
+from deltatx.kernel.operations import Operation
+from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.transaction import ReadSet
+
+# Row tracking reassigns row ids instead of failing when both commits touch this domain.
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
+
+
+@dataclass(frozen=True, slots=True)
+class WinningCommit:
+    """A commit that landed after the pending transaction's read version.
+
+    Attributes:
+        version: Its version.
+        actions: Its actions, as read from ``<version>.json``.
+    """
+
+    version: int
+    actions: tuple[Action, ...]
+    _commit_info: CommitInfo | None = field(init=False, repr=False, compare=False)
+    _protocol: ProtocolAction | None = field(init=False, repr=False, compare=False)
+    _metadata: Metadata | None = field(init=False, repr=False, compare=False)
+    _adds: tuple[AddFile, ...] = field(init=False, repr=False, compare=False)
+    _removes: tuple[RemoveFile, ...] = field(init=False, repr=False, compare=False)
+    _txns: tuple[SetTransaction, ...] = field(init=False, repr=False, compare=False)
+    _domains: tuple[DomainMetadata, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Derived once: a checker looks at each view for every pending commit it validates.
+        def first(kind: type) -> object:
+            return next((a for a in self.actions if isinstance(a, kind)), None)
+
+        object.__setattr__(self, "_commit_info", first(CommitInfo))
+        object.__setattr__(self, "_protocol", first(ProtocolAction))
+        object.__setattr__(self, "_metadata", first(Metadata))
+        object.__setattr__(self, "_adds", tuple(a for a in self.actions if isinstance(a, AddFile)))
+        object.__setattr__(
+            self, "_removes", tuple(a for a in self.actions if isinstance(a, RemoveFile))
+        )
+        object.__setattr__(
+            self, "_txns", tuple(a for a in self.actions if isinstance(a, SetTransaction))
+        )
+        object.__setattr__(
+            self, "_domains", tuple(a for a in self.actions if isinstance(a, DomainMetadata))
+        )
+
+    @property
+    def commit_info(self) -> CommitInfo | None:
+        """The commit's ``commitInfo``, if it wrote one."""
+        return self._commit_info
+
+    @property
+    def operation(self) -> str:
+        """``commitInfo.operation``, or ``"TRANSACTION"`` when absent (as delta-spark reports)."""
+        ci = self._commit_info
+        return ci.operation if ci is not None and ci.operation else "TRANSACTION"
+
+    @property
+    def protocol(self) -> ProtocolAction | None:
+        """The protocol action, if the commit changed the protocol."""
+        return self._protocol
+
+    @property
+    def metadata(self) -> Metadata | None:
+        """The metaData action, if the commit changed the metadata."""
+        return self._metadata
+
+    @property
+    def adds(self) -> tuple[AddFile, ...]:
+        """The files it added."""
+        return self._adds
+
+    @property
+    def removes(self) -> tuple[RemoveFile, ...]:
+        """The files it removed."""
+        return self._removes
+
+    @property
+    def txns(self) -> tuple[SetTransaction, ...]:
+        """Its application transaction (``txn``) actions."""
+        return self._txns
+
+    @property
+    def domains(self) -> tuple[DomainMetadata, ...]:
+        """Its domain metadata actions."""
+        return self._domains
+
+    @property
+    def is_blind_append(self) -> bool:
+        """True only when ``commitInfo.isBlindAppend`` is true; a missing flag is not blind."""
+        ci = self._commit_info
+        return ci is not None and ci.is_blind_append is True
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCommit:
+    """The transaction that tries to commit.
+
+    Attributes:
+        read_version: The snapshot version it read (-1 when it creates the table).
+        read_set: What it read.
+        actions: What it commits (without commitInfo).
+        operation: Its operation.
+        isolation_level: The level after the SnapshotIsolation downgrade (seed 004).
+        is_blind_append: Whether it is a blind append (written as ``isBlindAppend``).
+        schema: The read snapshot's schema (types partition values and statistics).
+        partition_columns: The read snapshot's partition columns.
+    """
+
+    read_version: int
+    read_set: ReadSet
+    actions: tuple[Action, ...]
+    operation: Operation
+    isolation_level: IsolationLevel
+    is_blind_append: bool
+    schema: StructType
+    partition_columns: tuple[str, ...]
+
+
+class ConflictChecker:
+    """Checks one pending commit against winning commits, one at a time, in version order."""
+
+    def __init__(self, pending: PendingCommit) -> None:
+        """Prepares the pending commit's views once for every winner it will be checked against.
+
+        Args:
+            pending: The transaction that tries to commit.
+        """
+        self.pending = pending
+        acts = pending.actions
+        self._removes: dict[str, RemoveFile] = {
+            a.path: a for a in acts if isinstance(a, RemoveFile)
+        }
+        self._own_app_ids = frozenset(a.app_id for a in acts if isinstance(a, SetTransaction))
+        self._domains = frozenset(a.domain for a in acts if isinstance(a, DomainMetadata))
+        self._changes_metadata = any(isinstance(a, Metadata) for a in acts)
+        preds = pending.read_set.predicates
+        self._predicate: Expression = or_(*preds)
+
+    def check(self, winner: WinningCommit) -> None:
+        """Raises the conflict the winner causes, if any.
+
+        Args:
+            winner: A commit that landed after the pending transaction's read version.
+
+        Raises:
+            ProtocolChangedException: The winner changed the protocol (C1).
+            MetadataChangedException: The winner changed the metadata (C2).
+            ConcurrentTransactionException: Both wrote the same metadata domain (C3), or the
+                winner committed an application id the pending transaction read or writes (C4).
+            ConcurrentDeleteDeleteException: Both removed the same file (C9, checked first
+                among the file checks).
+            ConcurrentAppendException: The winner added a file the pending one should have read
+                (C7).
+            ConcurrentDeleteReadException: The winner removed a file the pending one read (C8).
+        """
+        self._check_protocol(winner)
+        self._check_metadata(winner)
+        self._check_domains(winner)
+        self._check_app_ids(winner)
+        self._check_delete_delete(winner)
+        self._check_appends(winner)
+        self._check_delete_read(winner)
+
+    # C1 -------------------------------------------------------------------------------------
+
+    def _check_protocol(self, winner: WinningCommit) -> None:
+        p = winner.protocol
+        if p is None:
+            return
+        if winner.version == 0:
+            hint = (
+                "Several writers created the table at the same path at the same time; create "
+                "the table first (DeltaTable.create or a first write), then start the "
+                "concurrent writers."
+            )
+            detail = (
+                "This happens when multiple writers are writing to an empty directory. Creating "
+                "the table ahead of time will avoid this conflict."
+            )
+        else:
+            hint = (
+                f"A concurrent {winner.operation} changed the table protocol to reader version "
+                f"{p.min_reader_version} / writer version {p.min_writer_version}"
+                + _features(p)
+                + "; protocol changes fail every concurrent write (seed 000). Retry the "
+                "operation, and run protocol upgrades (ALTER TABLE ... SET TBLPROPERTIES, "
+                "REORG ... UPGRADE) when no other writer is active."
+            )
+            detail = ""
+        raise ProtocolChangedException(
+            winning_version=winner.version,
+            winning_operation=winner.operation,
+            hint=hint,
+            detail=detail,
+        )
+
+    # C2 -------------------------------------------------------------------------------------
+
+    def _check_metadata(self, winner: WinningCommit) -> None:
+        md = winner.metadata
+        if md is None:
+            return
+        raise MetadataChangedException(
+            winning_version=winner.version,
+            winning_operation=winner.operation,
+            hint=(
+                f"A concurrent {winner.operation} {self._what_changed(md)}; metadata changes "
+                "(schema, table properties, partitioning) fail every concurrent write (seed "
+                "000). Retry the operation on the new version, and run ALTER TABLE statements "
+                "when no other writer is active."
+            ),
+        )
+
+    def _what_changed(self, md: Metadata) -> str:
+        try:
+            schema = parse_schema(md.schema_string)
+        except Exception:  # a broken schema still counts as a change; only the hint is vaguer
+            return "replaced the table metadata"
+        if tuple(c.lower() for c in md.partition_columns) != tuple(
+            c.lower() for c in self.pending.partition_columns
+        ):
+            cols = ", ".join(md.partition_columns) or "none"
+            return f"changed the partition columns (now: {cols})"
+        if schema != self.pending.schema:
+            return "changed the table schema"
+        keys = ", ".join(sorted(md.configuration)) or "none"
+        return f"changed the table metadata (table properties now set: {keys})"
+
+    # C3 -------------------------------------------------------------------------------------
+
+    def _check_domains(self, winner: WinningCommit) -> None:
+        for dm in winner.domains:
+            if dm.domain in self._domains and dm.domain != ROW_TRACKING_DOMAIN:
+                raise ConcurrentTransactionException(
+                    winning_version=winner.version,
+                    winning_operation=winner.operation,
+                    detail=f"A conflicting metadata domain {dm.domain} is added.",
+                    hint=(
+                        f"Both transactions wrote the metadata domain '{dm.domain}'; only one "
+                        "writer may change a domain at a time. Retry the operation."
+                    ),
+                )
+
+    # C4 -------------------------------------------------------------------------------------
+
+    def _check_app_ids(self, winner: WinningCommit) -> None:
+        watched = self.pending.read_set.read_app_ids | self._own_app_ids
+        for txn in winner.txns:
+            if txn.app_id in watched:
+                raise ConcurrentTransactionException(
+                    winning_version=winner.version,
+                    winning_operation=winner.operation,
+                    detail=(
+                        f"Application id '{txn.app_id}' committed version {txn.version} "
+                        "concurrently."
+                    ),
+                    hint=(
+                        f"Two writers committed with the same application id '{txn.app_id}', "
+                        "e.g. two instances of one streaming query sharing a checkpoint "
+                        "location, or two jobs given the same app_id. Give each writer its own "
+                        "app_id (or checkpoint) and never run two instances at once."
+                    ),
+                )
+
+    # C9 (first among the file checks, decision 3) ----------------------------------------------
+
+    def _check_delete_delete(self, winner: WinningCommit) -> None:
+        for rm in winner.removes:
+            ours = self._removes.get(rm.path)
+            if ours is None:
+                continue
+            values = ours.partition_values or self._read_partition(rm.path) or rm.partition_values
+            compaction = not rm.data_change and not ours.data_change
+            if compaction:
+                hint = (
+                    "Two compactions (OPTIMIZE or REORG) rewrote the same files at the same time "
+                    "(seed 000); run one compaction at a time, or give each its own partitions "
+                    "with optimize().where(...)."
+                )
+            else:
+                hint = (
+                    f"A concurrent {winner.operation} already deleted or rewrote this file. "
+                    "Retry the operation; to avoid this, make concurrent DELETE, UPDATE, MERGE "
+                    "and OPTIMIZE work on disjoint partitions with explicit partition "
+                    "conditions."
+                )
+            raise ConcurrentDeleteDeleteException(
+                winning_version=winner.version,
+                winning_operation=winner.operation,
+                file=rm.path,
+                partition_values=values if self.pending.partition_columns else None,
+                hint=hint,
+            )
+
+    # C7 -------------------------------------------------------------------------------------
+
+    def _check_appends(self, winner: WinningCommit) -> None:
+        pending = self.pending
+        level = pending.isolation_level
+        if pending.is_blind_append or level is IsolationLevel.SNAPSHOT_ISOLATION:
+            return
+        if not winner.adds:
+            return
+        if (
+            level is IsolationLevel.WRITE_SERIALIZABLE
+            and winner.is_blind_append
+            and not self._changes_metadata
+        ):
+            return  # seed 004: WriteSerializable ignores blind appends
+        read = pending.read_set
+        for add in winner.adds:
+            if not add.data_change:
+                # A compaction's output holds rows that were already in the table; if they were
+                # ones this transaction read, the delete/read check catches the removed source.
+                continue
+            if read.read_whole_table or (
+                read.predicates
+                and file_may_match(
+                    self._predicate,
+                    add,
+                    schema=pending.schema,
+                    partition_columns=pending.partition_columns,
+                )
+            ):
+                raise ConcurrentAppendException(
+                    winning_version=winner.version,
+                    winning_operation=winner.operation,
+                    file=add.path,
+                    partition_values=add.partition_values if pending.partition_columns else None,
+                    hint=self._append_hint(winner, add),
+                )
+
+    def _append_hint(self, winner: WinningCommit, add: AddFile) -> str:
+        pending = self.pending
+        parts = list(pending.partition_columns)
+        cond = to_sql(self._predicate)
+        if pending.read_set.read_whole_table:
+            why = (
+                f"This transaction read the whole table, so any file the concurrent "
+                f"{winner.operation} added conflicts."
+            )
+        elif parts:
+            where = ", ".join(f"{c}={_value_of(add.partition_values, c)}" for c in parts)
+            why = (
+                f"The concurrent {winner.operation} added data to partition [{where}], which "
+                f"this transaction's read condition ({cond}) covers."
+            )
+        else:
+            why = (
+                f"The table is not partitioned, so every file the concurrent {winner.operation} "
+                f"adds conflicts with this transaction's read condition ({cond}) unless its "
+                "statistics rule it out."
+            )
+        if winner.is_blind_append and pending.isolation_level is IsolationLevel.SERIALIZABLE:
+            return (
+                why + " That commit was a blind append (an INSERT that read nothing); "
+                "Serializable isolation makes blind appends conflict with transactions that "
+                "read the table, while WriteSerializable (the default; ALTER TABLE ... SET "
+                "TBLPROPERTIES ('delta.isolationLevel' = 'WriteSerializable')) would have "
+                "allowed this commit."
+            )
+        if winner.is_blind_append:
+            return (
+                why + " That commit was a blind append; WriteSerializable counts blind appends "
+                "here because this transaction changes the table metadata. Retry the operation."
+            )
+        if parts:
+            c = parts[0]
+            value = _value_of(add.partition_values, c)
+            example = f"{c} IS NULL" if value == "null" else f"{c} = {_sql_value(value)}"
+            return (
+                why + " If this operation works on other partitions, make the separation "
+                "explicit in its condition (seed 000): restrict it to the partitions it "
+                f'touches, e.g. add "{example}" with your own values (for a MERGE, in the ON '
+                "clause as t." + c + " = ...)."
+            )
+        used = sorted(columns_of(self._predicate)) if pending.read_set.predicates else []
+        by = ", ".join(used) if used else "the columns your conditions use"
+        return (
+            why + " Any added file can conflict on an unpartitioned table; partition the table "
+            f"by the column(s) in your conditions ({by}) so concurrent operations work on "
+            "disjoint partitions (seed 000)."
+        )
+
+    # C8 -------------------------------------------------------------------------------------
+
+    def _check_delete_read(self, winner: WinningCommit) -> None:
+        read = self.pending.read_set
+        for rm in winner.removes:
+            seen = read.read_files.get(rm.path)
+            if seen is not None:
+                raise ConcurrentDeleteReadException(
+                    winning_version=winner.version,
+                    winning_operation=winner.operation,
+                    file=rm.path,
+                    partition_values=(
+                        seen.partition_values if self.pending.partition_columns else None
+                    ),
+                    hint=self._delete_read_hint(winner, rm),
+                )
+        if read.read_whole_table and winner.removes:
+            rm = winner.removes[0]
+            raise ConcurrentDeleteReadException(
+                winning_version=winner.version,
+                winning_operation=winner.operation,
+                file=rm.path,
+                hint=(
+                    "This transaction read the whole table, so any file a concurrent commit "
+                    "deletes or rewrites conflicts. Retry the operation, or read through a "
+                    "condition on partition columns."
+                ),
+            )
+
+    def _delete_read_hint(self, winner: WinningCommit, rm: RemoveFile) -> str:
+        if not rm.data_change:
+            return (
+                f"A concurrent {winner.operation} compacted files this transaction read "
+                "(dataChange=false). Retry the operation, or run OPTIMIZE on other partitions "
+                "(optimize().where(...)) or when no other writer is active."
+            )
+        return (
+            f"A concurrent {winner.operation} deleted or rewrote a file this transaction read. "
+            "Retry the operation; to avoid this, give concurrent DELETE, UPDATE and MERGE "
+            "explicit conditions on disjoint partitions (seed 000)."
+        )
+
+    def _read_partition(self, path: str) -> Mapping[str, str | None] | None:
+        seen = self.pending.read_set.read_files.get(path)
+        return None if seen is None else seen.partition_values
+
+
+def _features(p: ProtocolAction) -> str:
+    feats = sorted(set(p.reader_features or ()) | set(p.writer_features or ()))
+    return f" with features {', '.join(feats)}" if feats else ""
+
+
+def _value_of(values: Mapping[str, str | None] | None, column: str) -> str:
+    lowered = {k.lower(): v for k, v in (values or {}).items()}
+    v = lowered.get(column.lower())
+    return "null" if v is None or v == "" else v
+
+
+def _sql_value(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"

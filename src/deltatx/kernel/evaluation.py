@@ -1,0 +1,598 @@
+"""Evaluate the predicate IR on a row, or on a file's partition values and statistics.
+
+File evaluation answers "may this file hold a row for which the predicate is TRUE?". It runs
+SQL's three-valued logic over *sets* of possible truth values: each leaf yields the subset of
+{TRUE, FALSE, NULL} that rows of the file could produce, and AND/OR/NOT combine the sets. A
+leaf that cannot be bounded (no statistics, an :class:`Opaque` expression, an uncoercible
+literal) yields all three, so negation never turns "unknown" into "cannot match".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.expressions import (
+    FALSE,
+    TRUE,
+    And,
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    In,
+    IsNotNull,
+    IsNull,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+    columns_of,
+)
+from deltatx.kernel.schema import StructField, StructType
+from deltatx.kernel.values import (
+    STAT_TRUNCATION,
+    TIMESTAMP_KINDS,
+    ZONE_SLACK,
+    Kind,
+    Typed,
+    Uncoercible,
+    coerce_literal,
+    compare,
+    kind_of_type,
+    kind_of_value,
+    parse_partition_value,
+    parse_stat_value,
+    string_as_integer,
+)
+
+# Truth-value sets as bit masks.
+_T, _F, _N = 1, 2, 4
+_ALL = _T | _F | _N
+
+_FLIPPED = {
+    ComparisonOp.EQ: ComparisonOp.EQ,
+    ComparisonOp.NE: ComparisonOp.NE,
+    ComparisonOp.LT: ComparisonOp.GT,
+    ComparisonOp.LE: ComparisonOp.GE,
+    ComparisonOp.GT: ComparisonOp.LT,
+    ComparisonOp.GE: ComparisonOp.LE,
+    ComparisonOp.NULL_SAFE_EQ: ComparisonOp.NULL_SAFE_EQ,
+}
+_NEGATED = {
+    ComparisonOp.EQ: ComparisonOp.NE,
+    ComparisonOp.NE: ComparisonOp.EQ,
+    ComparisonOp.LT: ComparisonOp.GE,
+    ComparisonOp.LE: ComparisonOp.GT,
+    ComparisonOp.GT: ComparisonOp.LE,
+    ComparisonOp.GE: ComparisonOp.LT,
+}
+_PHYSICAL_NAME = "delta.columnMapping.physicalName"
+
+
+# --------------------------------------------------------------------------- structure helpers
+
+
+def split_conjuncts(expr: Expression) -> list[Expression]:
+    """The top-level conjuncts of ``expr`` (nested ANDs flattened; ``TRUE`` gives none)."""
+    if isinstance(expr, And):
+        out: list[Expression] = []
+        for child in expr.children:
+            out.extend(split_conjuncts(child))
+        return out
+    return [] if expr == TRUE else [expr]
+
+
+def _conj(children: Iterable[Expression]) -> Expression:
+    kept: list[Expression] = []
+    for c in children:
+        if c == FALSE:
+            return FALSE
+        if isinstance(c, And):
+            kept.extend(c.children)
+        elif c != TRUE:
+            kept.append(c)
+    if not kept:
+        return TRUE
+    return kept[0] if len(kept) == 1 else And(tuple(kept))
+
+
+def _disj(children: Iterable[Expression]) -> Expression:
+    kept: list[Expression] = []
+    for c in children:
+        if c == TRUE:
+            return TRUE
+        if isinstance(c, Or):
+            kept.extend(c.children)
+        elif c != FALSE:
+            kept.append(c)
+    if not kept:
+        return FALSE
+    return kept[0] if len(kept) == 1 else Or(tuple(kept))
+
+
+def _has_opaque(expr: Expression) -> bool:
+    match expr:
+        case Opaque():
+            return True
+        case Column() | Literal():
+            return False
+        case Comparison():
+            return _has_opaque(expr.left) or _has_opaque(expr.right)
+        case In():
+            return _has_opaque(expr.value) or any(_has_opaque(o) for o in expr.options)
+        case IsNull() | IsNotNull() | Not():
+            return _has_opaque(expr.child)
+        case And() | Or():
+            return any(_has_opaque(c) for c in expr.children)
+
+
+def negate_atom(expr: Expression) -> Expression:
+    """The negation of a leaf, using the complementary operator where SQL allows it."""
+    match expr:
+        case Comparison() if expr.op in _NEGATED:
+            return Comparison(_NEGATED[expr.op], expr.left, expr.right)
+        case IsNull():
+            return IsNotNull(expr.child)
+        case IsNotNull():
+            return IsNull(expr.child)
+        case Literal() if isinstance(expr.value, bool):
+            return Literal(not expr.value)
+        case Literal() if expr.value is None:
+            return expr
+        case Not():
+            return expr.child
+        case _:
+            return Not(expr)
+
+
+def partition_predicate(predicate: Expression, partition_columns: Iterable[str]) -> Expression:
+    """The weakest predicate on partition columns only that every match of ``predicate`` meets.
+
+    Negations are pushed to the leaves first (De Morgan holds in three-valued logic); then every
+    leaf that touches a data column or is opaque becomes ``TRUE``. AND and OR are monotone, so
+    the result is TRUE wherever the original is.
+    """
+    parts = {c.lower() for c in partition_columns}
+    return _widen(predicate, parts, negate=False)
+
+
+def _widen(expr: Expression, parts: set[str], *, negate: bool) -> Expression:
+    match expr:
+        case And():
+            kids = [_widen(c, parts, negate=negate) for c in expr.children]
+            return _disj(kids) if negate else _conj(kids)
+        case Or():
+            kids = [_widen(c, parts, negate=negate) for c in expr.children]
+            return _conj(kids) if negate else _disj(kids)
+        case Not():
+            return _widen(expr.child, parts, negate=not negate)
+        case _:
+            if _has_opaque(expr) or not columns_of(expr) <= parts:
+                return TRUE
+            return negate_atom(expr) if negate else expr
+
+
+# --------------------------------------------------------------------------- row evaluation
+
+
+class _Unknown(Exception):
+    """An Opaque sub-expression was met while evaluating a row."""
+
+
+def evaluate_on_row(
+    predicate: Expression, row: Mapping[str, Any], *, schema: StructType | None = None
+) -> bool | None:
+    """Evaluates a predicate on one row with SQL three-valued logic.
+
+    Args:
+        predicate: The predicate.
+        row: Column name (any case) to a Python value; a missing column is NULL.
+        schema: Types the row's columns; without it a value's Python type decides.
+
+    Returns:
+        True, False, or None for NULL. An :class:`Opaque` part cannot be evaluated and makes
+        the affected sub-expression None (unknown); callers that need a sound answer about
+        Opaque parts must check for them first.
+    """
+    lowered = {k.lower(): v for k, v in row.items()}
+    return _row(predicate, lowered, schema)
+
+
+def _row_value(expr: Expression, row: Mapping[str, Any], schema: StructType | None) -> Any:
+    match expr:
+        case Column():
+            return row.get(expr.name.lower())
+        case Literal():
+            return expr.value
+        case Opaque():
+            raise _Unknown
+        case _:
+            return _row(expr, row, schema)
+
+
+def _row_kind(expr: Expression, value: Any, schema: StructType | None) -> Kind | None:
+    if isinstance(expr, Column):
+        if schema is not None:
+            f = schema.get(expr.name)
+            if f is not None:
+                return kind_of_type(f.type)
+        return kind_of_value(value)
+    if isinstance(expr, Literal):
+        return None
+    return Kind.BOOLEAN
+
+
+def _row_compare(
+    op: ComparisonOp,
+    left: Expression,
+    right: Expression,
+    row: Mapping[str, Any],
+    schema: StructType | None,
+) -> bool | None:
+    a = _row_value(left, row, schema)
+    b = _row_value(right, row, schema)
+    if op is ComparisonOp.NULL_SAFE_EQ:
+        if a is None or b is None:
+            return a is None and b is None
+    elif a is None or b is None:
+        return None
+    kind = _row_kind(left, a, schema) or _row_kind(right, b, schema) or kind_of_value(a)
+    if kind is None:
+        return None
+    ta: Typed | None
+    tb: Typed | None
+    try:
+        ta, tb = coerce_literal(a, kind), coerce_literal(b, kind)
+    except Uncoercible:
+        ta = tb = None
+        if kind is Kind.STRING and isinstance(a, str):
+            ta, tb = string_as_integer(a, b), Typed(b)
+        elif kind is Kind.STRING and isinstance(b, str):
+            ta, tb = Typed(a), string_as_integer(b, a)
+        if ta is None or tb is None:
+            return None
+    c = compare(ta.value, tb.value)
+    if c is None:
+        return None
+    match op:
+        case ComparisonOp.EQ | ComparisonOp.NULL_SAFE_EQ:
+            return c == 0
+        case ComparisonOp.NE:
+            return c != 0
+        case ComparisonOp.LT:
+            return c < 0
+        case ComparisonOp.LE:
+            return c <= 0
+        case ComparisonOp.GT:
+            return c > 0
+        case ComparisonOp.GE:
+            return c >= 0
+
+
+def _kleene_and(values: Iterable[bool | None]) -> bool | None:
+    result: bool | None = True
+    for v in values:
+        if v is False:
+            return False
+        if v is None:
+            result = None
+    return result
+
+
+def _kleene_or(values: Iterable[bool | None]) -> bool | None:
+    result: bool | None = False
+    for v in values:
+        if v is True:
+            return True
+        if v is None:
+            result = None
+    return result
+
+
+def _row(expr: Expression, row: Mapping[str, Any], schema: StructType | None) -> bool | None:
+    try:
+        match expr:
+            case Literal() | Column():
+                v = _row_value(expr, row, schema)
+                return v if isinstance(v, bool) else None
+            case Comparison():
+                return _row_compare(expr.op, expr.left, expr.right, row, schema)
+            case In():
+                return _kleene_or(
+                    _row_compare(ComparisonOp.EQ, expr.value, o, row, schema) for o in expr.options
+                )
+            case IsNull():
+                return _row_value(expr.child, row, schema) is None
+            case IsNotNull():
+                return _row_value(expr.child, row, schema) is not None
+            case Not():
+                inner = _row(expr.child, row, schema)
+                return None if inner is None else not inner
+            case And():
+                return _kleene_and(_row(c, row, schema) for c in expr.children)
+            case Or():
+                return _kleene_or(_row(c, row, schema) for c in expr.children)
+            case Opaque():
+                return None
+    except _Unknown:
+        return None
+
+
+# --------------------------------------------------------------------------- file evaluation
+
+
+@dataclass(frozen=True, slots=True)
+class _Range:
+    """What the non-null values of a column in one file can be."""
+
+    kind: Kind | None
+    lo: Typed | None  # None: unbounded below
+    hi: Typed | None  # None: unbounded above
+    may_be_null: bool
+    may_have_value: bool
+    exact: bool = False  # one known value (a partition value)
+
+
+class _FileView:
+    """One AddFile read through the table's schema and partition columns."""
+
+    def __init__(self, file: AddFile, schema: StructType, partition_columns: Sequence[str]):
+        self.schema = schema
+        self.partitions = {c.lower() for c in partition_columns}
+        self.partition_values = {k.lower(): v for k, v in (file.partition_values or {}).items()}
+        self.num_records: int | None = None
+        self.min: dict[str, Any] = {}
+        self.max: dict[str, Any] = {}
+        self.nulls: dict[str, Any] = {}
+        self.has_stats = False
+        if file.stats:
+            try:
+                stats = json.loads(file.stats, parse_float=Decimal)
+            except (ValueError, TypeError):
+                stats = None
+            if isinstance(stats, dict):
+                self.has_stats = True
+                n = stats.get("numRecords")
+                if isinstance(n, int) and not isinstance(n, bool):
+                    self.num_records = n
+                self.min = _lower_keys(stats.get("minValues"))
+                self.max = _lower_keys(stats.get("maxValues"))
+                self.nulls = _lower_keys(stats.get("nullCount"))
+
+    def _names(self, name: str, f: StructField | None) -> list[str]:
+        names = [name.lower()]
+        if f is not None:
+            physical = f.metadata.get(_PHYSICAL_NAME)
+            if isinstance(physical, str):
+                names.insert(0, physical.lower())
+        return names
+
+    def column(self, name: str) -> _Range | None:
+        """The column's possible values in this file, or None when nothing is known."""
+        f = self.schema.get(name)
+        kind = kind_of_type(f.type) if f is not None else None
+        names = self._names(name, f)
+        if name.lower() in self.partitions:
+            raw = next(
+                (self.partition_values[n] for n in names if n in self.partition_values), None
+            )
+            # A partition column missing from the schema can only be compared as text.
+            pkind = kind if f is not None else Kind.STRING
+            try:
+                value = parse_partition_value(raw, pkind)
+            except Uncoercible:
+                return None
+            return _Range(pkind, value, value, value is None, value is not None, exact=True)
+        if f is None or not self.has_stats:
+            return None
+        n = self.num_records
+        nulls = next((self.nulls[k] for k in names if k in self.nulls), None)
+        if isinstance(nulls, bool) or not isinstance(nulls, int):
+            nulls = None
+        may_be_null = nulls is None or nulls > 0
+        may_have_value = nulls is None or n is None or nulls < n
+        lo = parse_stat_value(next((self.min[k] for k in names if k in self.min), None), kind)
+        hi = parse_stat_value(next((self.max[k] for k in names if k in self.max), None), kind)
+        if kind in TIMESTAMP_KINDS and hi is not None:
+            hi = Typed(hi.value + STAT_TRUNCATION, hi.aware)
+        if kind is Kind.FRACTIONAL:
+            # Spark orders NaN above every number, so a NaN bound says nothing about the rest.
+            if hi is not None and hi.value != hi.value:
+                hi = None
+            if lo is not None and lo.value != lo.value:
+                lo = hi = None
+        return _Range(kind, lo, hi, may_be_null, may_have_value)
+
+
+def _lower_keys(obj: Any) -> dict[str, Any]:
+    return {str(k).lower(): v for k, v in obj.items()} if isinstance(obj, dict) else {}
+
+
+def file_may_match(
+    predicate: Expression, file: AddFile, *, schema: StructType, partition_columns: Sequence[str]
+) -> bool:
+    """Whether ``file`` may hold a row for which ``predicate`` is TRUE.
+
+    Args:
+        predicate: The predicate, on logical column names (any case).
+        file: The file; its ``partitionValues`` and ``stats`` are used.
+        schema: The table schema that types partition values and statistics.
+        partition_columns: The table's partition columns.
+
+    Returns:
+        False only when no row of the file can satisfy the predicate. A file without
+        statistics for a column, and any Opaque part, may match.
+    """
+    view = _FileView(file, schema, partition_columns)
+    if view.num_records == 0:
+        return False
+    return bool(_mask(predicate, view) & _T)
+
+
+def _mask(expr: Expression, view: _FileView) -> int:
+    match expr:
+        case Literal():
+            if expr.value is None:
+                return _N
+            if isinstance(expr.value, bool):
+                return _T if expr.value else _F
+            return _ALL
+        case Column():
+            rng = view.column(expr.name)
+            if rng is None or rng.kind is not Kind.BOOLEAN:
+                return _ALL
+            return _compare_range(ComparisonOp.EQ, rng, True)
+        case Comparison():
+            return _comparison_mask(expr, view)
+        case In():
+            return _or_masks(
+                [
+                    _comparison_mask(Comparison(ComparisonOp.EQ, expr.value, o), view)
+                    for o in expr.options
+                ]
+            )
+        case IsNull():
+            return _null_mask(expr.child, view)
+        case IsNotNull():
+            return _not_mask(_null_mask(expr.child, view))
+        case Not():
+            return _not_mask(_mask(expr.child, view))
+        case And():
+            return _and_masks([_mask(c, view) for c in expr.children])
+        case Or():
+            return _or_masks([_mask(c, view) for c in expr.children])
+        case Opaque():
+            return _ALL
+
+
+def _not_mask(m: int) -> int:
+    return (m & _N) | (_F if m & _T else 0) | (_T if m & _F else 0)
+
+
+def _and_masks(masks: Sequence[int]) -> int:
+    out = 0
+    if all(m & _T for m in masks):
+        out |= _T
+    if any(m & _F for m in masks):
+        out |= _F
+    if all(m & (_T | _N) for m in masks) and any(m & _N for m in masks):
+        out |= _N
+    return out
+
+
+def _or_masks(masks: Sequence[int]) -> int:
+    out = 0
+    if any(m & _T for m in masks):
+        out |= _T
+    if all(m & _F for m in masks):
+        out |= _F
+    if all(m & (_F | _N) for m in masks) and any(m & _N for m in masks):
+        out |= _N
+    return out
+
+
+def _null_mask(child: Expression, view: _FileView) -> int:
+    """Possible values of ``child IS NULL`` (never NULL itself)."""
+    match child:
+        case Literal():
+            return _T if child.value is None else _F
+        case Column():
+            rng = view.column(child.name)
+            if rng is None:
+                return _T | _F
+            return (_T if rng.may_be_null else 0) | (_F if rng.may_have_value else 0)
+        case Opaque():
+            return _T | _F
+        case _:
+            m = _mask(child, view)
+            return (_T if m & _N else 0) | (_F if m & (_T | _F) else 0)
+
+
+def _comparison_mask(expr: Comparison, view: _FileView) -> int:
+    left, right, op = expr.left, expr.right, expr.op
+    if isinstance(left, Literal) and isinstance(right, Column):
+        left, right, op = right, left, _FLIPPED[op]
+    if isinstance(left, Column) and isinstance(right, Literal):
+        rng = view.column(left.name)
+        return _ALL if rng is None else _compare_range(op, rng, right.value)
+    if isinstance(left, Literal) and isinstance(right, Literal):
+        v = _row(expr, {}, None)
+        return _N if v is None else (_T if v else _F)
+    if (
+        isinstance(left, Column)
+        and isinstance(right, Column)
+        and left.name.lower() in view.partitions
+        and right.name.lower() in view.partitions
+    ):
+        # Two partition columns hold one known value each: evaluate exactly.
+        a, b = view.column(left.name), view.column(right.name)
+        if a is not None and b is not None and a.kind == b.kind:
+            row = {
+                "l": None if a.lo is None else a.lo.value,
+                "r": None if b.lo is None else b.lo.value,
+            }
+            v = _row(Comparison(op, Column("l"), Column("r")), row, None)
+            return _N if v is None else (_T if v else _F)
+    return _ALL
+
+
+def _compare_range(op: ComparisonOp, rng: _Range, literal: Any) -> int:
+    """Possible values of ``column op literal`` over the rows the range describes."""
+    if literal is None:
+        if op is ComparisonOp.NULL_SAFE_EQ:
+            return (_T if rng.may_be_null else 0) | (_F if rng.may_have_value else 0)
+        return _N if (rng.may_be_null or rng.may_have_value) else 0
+    if rng.kind is None:
+        return _ALL
+    lo, hi = rng.lo, rng.hi
+    try:
+        c = coerce_literal(literal, rng.kind)
+    except Uncoercible:
+        # A string partition value against an integer literal: Spark casts the string.
+        as_int = None
+        if rng.kind is Kind.STRING and rng.exact and lo is not None:
+            as_int = string_as_integer(lo.value, literal)
+        if as_int is None:
+            return _ALL
+        lo = hi = as_int
+        c = Typed(literal)
+    lo_v = None if lo is None else lo.value
+    hi_v = None if hi is None else hi.value
+    if rng.kind in TIMESTAMP_KINDS:
+        if lo is not None and lo.aware != c.aware:
+            lo_v = lo.value - ZONE_SLACK
+        if hi is not None and hi.aware != c.aware:
+            hi_v = hi.value + ZONE_SLACK
+    t = f = False
+    if rng.may_have_value:
+        cmp_lo = None if lo_v is None else compare(lo_v, c.value)
+        cmp_hi = None if hi_v is None else compare(hi_v, c.value)
+        if (lo_v is not None and cmp_lo is None) or (hi_v is not None and cmp_hi is None):
+            return _ALL
+        can_lt = cmp_lo is None or cmp_lo < 0  # some value below the literal
+        can_le = cmp_lo is None or cmp_lo <= 0
+        can_gt = cmp_hi is None or cmp_hi > 0
+        can_ge = cmp_hi is None or cmp_hi >= 0
+        only_equal = cmp_lo == 0 and cmp_hi == 0
+        match op:
+            case ComparisonOp.EQ | ComparisonOp.NULL_SAFE_EQ:
+                t, f = can_le and can_ge, not only_equal
+            case ComparisonOp.NE:
+                t, f = not only_equal, can_le and can_ge
+            case ComparisonOp.LT:
+                t, f = can_lt, can_ge
+            case ComparisonOp.LE:
+                t, f = can_le, can_gt
+            case ComparisonOp.GT:
+                t, f = can_gt, can_le
+            case ComparisonOp.GE:
+                t, f = can_ge, can_lt
+    out = (_T if t else 0) | (_F if f else 0)
+    if rng.may_be_null:
+        out |= _F if op is ComparisonOp.NULL_SAFE_EQ else _N
+    return out

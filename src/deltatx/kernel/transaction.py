@@ -1,0 +1,108 @@
+"""The read set of a transaction: what it read, so that conflicts can be judged.
+
+Every scan inside a transaction records its predicate and the files it returned; the commit
+compares that record with each winning commit (see :mod:`deltatx.kernel.conflicts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from deltatx.kernel.actions import Action, AddCDCFile, AddFile, RemoveFile
+from deltatx.kernel.expressions import TRUE, Expression
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSet:
+    """What a transaction read, frozen at commit time.
+
+    Attributes:
+        predicates: Every recorded read predicate; conflicts match added files against their OR.
+        read_files: Path to the AddFile a scan returned (as in the read snapshot).
+        read_whole_table: The transaction read everything (a read that cannot be expressed as
+            a predicate); any added or removed file conflicts.
+        read_app_ids: Application ids whose last committed version the transaction asked for.
+        read_metadata: The transaction read the table's metadata.
+    """
+
+    predicates: tuple[Expression, ...] = ()
+    read_files: Mapping[str, AddFile] = field(default_factory=dict)
+    read_whole_table: bool = False
+    read_app_ids: frozenset[str] = frozenset()
+    read_metadata: bool = False
+
+    @property
+    def depends_on_files(self) -> bool:
+        """Whether any predicate or file was recorded (app ids and metadata do not count)."""
+        return bool(self.predicates) or bool(self.read_files)
+
+    @property
+    def read_paths(self) -> frozenset[str]:
+        """The paths of the files read."""
+        return frozenset(self.read_files)
+
+
+class ReadTracker:
+    """Collects a transaction's reads while it runs; :meth:`freeze` gives the :class:`ReadSet`."""
+
+    def __init__(self) -> None:
+        self._predicates: list[Expression] = []
+        self._files: dict[str, AddFile] = {}
+        self._whole_table = False
+        self._app_ids: set[str] = set()
+        self._metadata = False
+
+    def record_scan(self, predicate: Expression, files: Iterable[AddFile]) -> None:
+        """Records a scan: its predicate (``TRUE`` for a full scan) and the files it returned."""
+        if predicate not in self._predicates:
+            self._predicates.append(predicate)
+        for f in files:
+            self._files.setdefault(f.path, f)
+
+    def record_partition_predicate(self, predicate: Expression) -> None:
+        """Records a predicate without files (dynamic partition overwrite, conflict-spec 3.7).
+
+        Without read files a concurrent delete in the same partition is judged as
+        delete/delete, not delete/read (OT17).
+        """
+        if predicate not in self._predicates:
+            self._predicates.append(predicate)
+
+    def record_whole_table(self) -> None:
+        """Records a read of the whole table (no predicate can describe it)."""
+        self._whole_table = True
+        if TRUE not in self._predicates:
+            self._predicates.append(TRUE)
+
+    def record_app_id(self, app_id: str) -> None:
+        """Records that the transaction asked for an application id's last version."""
+        self._app_ids.add(app_id)
+
+    def record_metadata_read(self) -> None:
+        """Records that the transaction read the table's metadata."""
+        self._metadata = True
+
+    def freeze(self) -> ReadSet:
+        """The read set as recorded so far."""
+        return ReadSet(
+            predicates=tuple(self._predicates),
+            read_files=MappingProxyType(dict(self._files)),
+            read_whole_table=self._whole_table,
+            read_app_ids=frozenset(self._app_ids),
+            read_metadata=self._metadata,
+        )
+
+
+def is_blind_append(actions: Iterable[Action], read_set: ReadSet) -> bool:
+    """Whether a commit is a blind append (written as ``commitInfo.isBlindAppend``).
+
+    Every file action is an AddFile (vacuously true without file actions; a cdc file is not an
+    add) and the transaction read no predicate, file or whole table. Reading application ids or
+    the metadata does not count: every writer reads the schema (OT01 commits blind after
+    reading ``t.metadata``).
+    """
+    if read_set.depends_on_files or read_set.read_whole_table:
+        return False
+    return all(not isinstance(a, RemoveFile | AddCDCFile) for a in actions)

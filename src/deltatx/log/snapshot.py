@@ -1,0 +1,405 @@
+"""A table version: protocol, metadata and the live files as one Arrow table.
+
+Replay follows the protocol's reconciliation: the newest protocol and metaData win, the latest
+txn per appId and domainMetadata per domain, and file actions are keyed by
+``(path, deletion vector id)`` with the newest action winning. Commits are decoded with the
+standard ``json`` module and add/remove objects go straight into Arrow in bulk; the strict
+codec only runs for the rare actions and to pinpoint the line of a malformed one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltatx.errors import InvalidTableError
+from deltatx.kernel.actions import (
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    ProtocolAction,
+    RemoveFile,
+    SetTransaction,
+)
+from deltatx.kernel.codec import action_from_json_obj
+from deltatx.kernel.expressions import Expression
+from deltatx.kernel.features import check_readable
+from deltatx.kernel.properties import TableProperties
+from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.log import _state
+
+if TYPE_CHECKING:
+    from deltatx.log.delta_log import DeltaLog
+
+# Past this many chunks the Arrow state is compacted, so long runs of incremental updates do
+# not leave thousands of tiny chunks behind.
+_MAX_CHUNKS = 64
+
+
+@dataclass(slots=True)
+class CommitData:
+    """One commit file as read from storage."""
+
+    version: int
+    path: str
+    data: bytes
+    modification_time: int | None = None
+
+
+@dataclass(slots=True)
+class TableState:
+    """The reconciled state of a version, before it is wrapped in a :class:`Snapshot`."""
+
+    protocol: ProtocolAction | None
+    metadata: Metadata | None
+    files: pa.Table
+    file_keys: pa.ChunkedArray | pa.Array
+    tombstones: pa.Table
+    tombstone_keys: pa.ChunkedArray | pa.Array
+    app_transactions: dict[str, SetTransaction] = field(default_factory=dict)
+    domain_metadata: dict[str, DomainMetadata] = field(default_factory=dict)
+
+
+def empty_state() -> TableState:
+    """The state before version 0."""
+    return TableState(
+        protocol=None,
+        metadata=None,
+        files=_state.empty_files(),
+        file_keys=pa.array([], pa.string()),
+        tombstones=_state.empty_tombstones(),
+        tombstone_keys=pa.array([], pa.string()),
+    )
+
+
+def _fail_at(obj: dict[str, Any], where: str, why: str) -> InvalidTableError:
+    """The precise codec error for a bad action, or a generic one naming the line."""
+    try:
+        action_from_json_obj(obj, where=where)
+    except InvalidTableError as exc:
+        return exc
+    return InvalidTableError(f"{where}: {why}")
+
+
+_FileEntry = tuple[bool, dict[str, Any], str, int]
+
+
+def replay(
+    base: TableState, commits: Iterable[CommitData], *, table: str
+) -> tuple[TableState, int | None]:
+    """Applies commits, in order, on top of ``base``.
+
+    Returns:
+        The new state and the ``commitInfo.timestamp`` of the last commit (None if it has
+        none).
+
+    Raises:
+        InvalidTableError: A commit is malformed (the message names file and line), version 0
+            lacks protocol or metaData, or the result has no protocol or metadata.
+        UnsupportedFeatureError: The resulting protocol cannot be read by deltatx.
+    """
+    loads = json.loads
+    decode_error = json.JSONDecodeError
+    entries: dict[str, _FileEntry] = {}
+    protocol, metadata = base.protocol, base.metadata
+    txns = dict(base.app_transactions)
+    domains = dict(base.domain_metadata)
+    last_ts: int | None = None
+    for commit in commits:
+        where = commit.path
+        try:
+            text = commit.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidTableError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+        commit_ts: int | None = None
+        saw_protocol = saw_metadata = False
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            if not line or line.isspace():
+                continue
+            try:
+                obj = loads(line)
+            except decode_error as exc:
+                raise InvalidTableError(
+                    f"{where} line {lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+            if type(obj) is not dict or len(obj) != 1:
+                raise InvalidTableError(
+                    f"{where} line {lineno}: an action must be a JSON object with exactly one key"
+                )
+            ((kind, body),) = obj.items()
+            if kind == "add" or kind == "remove":
+                if type(body) is not dict or type(body.get("path")) is not str:
+                    raise _fail_at(obj, f"{where} line {lineno}", "malformed file action")
+                dv = body.get("deletionVector")
+                if dv is not None and type(dv) is not dict:
+                    raise _fail_at(obj, f"{where} line {lineno}", "malformed deletion vector")
+                entries[_state.dict_key(body)] = (kind == "add", body, where, lineno)
+            elif kind == "commitInfo":
+                ts = body.get("timestamp") if type(body) is dict else None
+                commit_ts = ts if type(ts) is int else None
+            elif kind in ("protocol", "metaData", "txn", "domainMetadata"):
+                action = action_from_json_obj(obj, where=f"{where} line {lineno}")
+                if isinstance(action, ProtocolAction):
+                    protocol, saw_protocol = action, True
+                elif isinstance(action, Metadata):
+                    metadata, saw_metadata = action, True
+                elif isinstance(action, SetTransaction):
+                    txns[action.app_id] = action
+                elif isinstance(action, DomainMetadata):
+                    if action.removed:
+                        domains.pop(action.domain, None)
+                    else:
+                        domains[action.domain] = action
+            # cdc, commitInfo details and unknown actions do not change the table state.
+        if commit.version == 0 and not (saw_protocol and saw_metadata):
+            missing = " and ".join(
+                n for n, s in (("protocol", saw_protocol), ("metaData", saw_metadata)) if not s
+            )
+            raise InvalidTableError(f"{where}: version 0 has no {missing} action")
+        last_ts = commit_ts
+    if protocol is None or metadata is None:
+        missing = "protocol" if protocol is None else "metaData"
+        raise InvalidTableError(f"{table}: the log has no {missing} action")
+    check_readable(protocol)
+    state = TableState(
+        protocol=protocol,
+        metadata=metadata,
+        files=base.files,
+        file_keys=base.file_keys,
+        tombstones=base.tombstones,
+        tombstone_keys=base.tombstone_keys,
+        app_transactions=txns,
+        domain_metadata=domains,
+    )
+    if entries:
+        _apply_files(state, entries, table)
+    return state, last_ts
+
+
+def _build(entries: dict[str, _FileEntry], is_add: bool, table: str) -> tuple[pa.Table, pa.Array]:
+    keys = [k for k, e in entries.items() if e[0] is is_add]
+    bodies = [e[1] for e in entries.values() if e[0] is is_add]
+    build = _state.files_from_dicts if is_add else _state.tombstones_from_dicts
+    required = _state.ADD_REQUIRED if is_add else _state.REMOVE_REQUIRED
+    try:
+        result = build(bodies)
+        bad = _state.missing_required(result, required)
+    except (pa.ArrowException, TypeError, ValueError):
+        bad = True
+    if bad:
+        kind = "add" if is_add else "remove"
+        for e in entries.values():
+            if e[0] is is_add:
+                # Raises the codec's precise message (file, line, field) for the bad one.
+                action_from_json_obj({kind: e[1]}, where=f"{e[2]} line {e[3]}")
+        raise InvalidTableError(f"{table}: a {kind} action has a field of the wrong type")
+    return result, pa.array(keys, pa.string())
+
+
+def _apply_files(state: TableState, entries: dict[str, _FileEntry], table: str) -> None:
+    touched = pa.array(list(entries), pa.string())
+    adds, add_keys = _build(entries, True, table)
+    removes, remove_keys = _build(entries, False, table)
+    state.files, state.file_keys = _merge(state.files, state.file_keys, touched, adds, add_keys)
+    state.tombstones, state.tombstone_keys = _merge(
+        state.tombstones, state.tombstone_keys, touched, removes, remove_keys
+    )
+
+
+def _merge(
+    table: pa.Table,
+    keys: pa.ChunkedArray | pa.Array,
+    touched: pa.Array,
+    new: pa.Table,
+    new_keys: pa.Array,
+) -> tuple[pa.Table, pa.ChunkedArray]:
+    if isinstance(keys, pa.Array):
+        keys = pa.chunked_array([keys], type=pa.string())
+    if table.num_rows:
+        hits = pc.is_in(keys, value_set=touched)
+        if pc.any(hits).as_py():
+            table, keys = _drop_rows(table, keys, hits)
+    merged = pa.concat_tables([table, new]) if new.num_rows else table
+    merged_keys = pa.chunked_array([*keys.chunks, new_keys], type=pa.string())
+    if merged.column(0).num_chunks > _MAX_CHUNKS:
+        merged = merged.combine_chunks()
+        merged_keys = pa.chunked_array([merged_keys.combine_chunks()])
+    return merged, merged_keys
+
+
+def _drop_rows(
+    table: pa.Table, keys: pa.ChunkedArray, hits: pa.ChunkedArray
+) -> tuple[pa.Table, pa.ChunkedArray]:
+    rows = pc.indices_nonzero(hits).to_pylist()
+    if len(rows) > _MAX_CHUNKS:
+        keep = pc.invert(hits)
+        return table.filter(keep), keys.filter(keep)
+    # A few removals against a large state: zero-copy slices around them instead of a
+    # filter that would copy every column of every live file.
+    pieces: list[pa.Table] = []
+    key_pieces: list[pa.Array] = []
+    start = 0
+    for row in [*rows, table.num_rows]:
+        if row > start:
+            pieces.append(table.slice(start, row - start))
+            key_pieces.extend(keys.slice(start, row - start).chunks)
+        start = row + 1
+    if not pieces:
+        return table.slice(0, 0), pa.chunked_array([], type=pa.string())
+    return pa.concat_tables(pieces), pa.chunked_array(key_pieces, type=pa.string())
+
+
+class Snapshot:
+    """The state of a table at one version.
+
+    Attributes:
+        log: The :class:`DeltaLog` this snapshot was read from.
+        version: The table version.
+        protocol: The protocol in force.
+        metadata: The table metadata in force.
+        files: The live files, one row per file (see ``deltatx.log._state.FILES_SCHEMA``:
+            path, partition_values, size, modification_time, data_change, stats, tags,
+            deletion_vector struct with snake_case fields, base_row_id,
+            default_row_commit_version, clustering_provider).
+        app_transactions: The latest ``txn`` per application id.
+        domain_metadata: The live (not removed) metadata domains.
+    """
+
+    __slots__ = (
+        "_add_files",
+        "_file_keys",
+        "_properties",
+        "_schema",
+        "_timestamp",
+        "_tombstone_keys",
+        "_tombstones",
+        "app_transactions",
+        "domain_metadata",
+        "files",
+        "log",
+        "metadata",
+        "protocol",
+        "version",
+    )
+
+    def __init__(
+        self, log: DeltaLog, version: int, state: TableState, *, timestamp: int | None
+    ) -> None:
+        """Wraps a reconciled state; use :meth:`DeltaLog.snapshot` to get one."""
+        assert state.protocol is not None and state.metadata is not None
+        self.log = log
+        self.version = version
+        self.protocol: ProtocolAction = state.protocol
+        self.metadata: Metadata = state.metadata
+        self.files: pa.Table = state.files
+        self.app_transactions: dict[str, SetTransaction] = state.app_transactions
+        self.domain_metadata: dict[str, DomainMetadata] = state.domain_metadata
+        self._file_keys = state.file_keys
+        self._tombstones: pa.Table = state.tombstones
+        self._tombstone_keys = state.tombstone_keys
+        self._timestamp = timestamp
+        self._schema: StructType | None = None
+        self._properties: TableProperties | None = None
+        self._add_files: list[AddFile] | None = None
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.log.table_path!r}, version={self.version}, files={self.num_files})"
+
+    def state(self) -> TableState:
+        """The reconciled state (for incremental updates and checkpoints)."""
+        return TableState(
+            protocol=self.protocol,
+            metadata=self.metadata,
+            files=self.files,
+            file_keys=self._file_keys,
+            tombstones=self._tombstones,
+            tombstone_keys=self._tombstone_keys,
+            app_transactions=self.app_transactions,
+            domain_metadata=self.domain_metadata,
+        )
+
+    @property
+    def timestamp(self) -> int:
+        """When this version was committed, in milliseconds since the epoch."""
+        if self._timestamp is None:
+            self._timestamp = self.log.commit_timestamp(self.version)
+        return self._timestamp
+
+    @property
+    def schema(self) -> StructType:
+        """The table schema, parsed from the metadata."""
+        if self._schema is None:
+            self._schema = parse_schema(self.metadata.schema_string)
+        return self._schema
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        """The partition columns, in order."""
+        return self.metadata.partition_columns
+
+    @property
+    def properties(self) -> TableProperties:
+        """The interpreted table properties."""
+        if self._properties is None:
+            self._properties = TableProperties.from_configuration(self.metadata.configuration)
+        return self._properties
+
+    @property
+    def num_files(self) -> int:
+        """How many live files the table has."""
+        return int(self.files.num_rows)
+
+    @property
+    def size_in_bytes(self) -> int:
+        """The total size of the live files."""
+        if not self.files.num_rows:
+            return 0
+        return int(pc.sum(self.files.column("size")).as_py() or 0)
+
+    def add_files(self) -> list[AddFile]:
+        """The live files as :class:`AddFile` objects (built once, then cached)."""
+        if self._add_files is None:
+            self._add_files = _state.add_files_from_table(self.files)
+        return list(self._add_files)
+
+    def scan_files(self, predicate: Expression | None = None) -> list[AddFile]:
+        """The live files that may hold rows matching ``predicate`` (all files for None).
+
+        Pruning uses partition values and min/max/null-count statistics; a file is kept
+        whenever it cannot be ruled out.
+        """
+        files = self.add_files()
+        if predicate is None:
+            return files
+        from deltatx.kernel.evaluation import file_may_match
+
+        schema, partitions = self.schema, self.partition_columns
+        return [
+            f
+            for f in files
+            if file_may_match(predicate, f, schema=schema, partition_columns=partitions)
+        ]
+
+    def tombstones(self, *, now_ms: int | None = None) -> list[RemoveFile]:
+        """Removed files still within ``delta.deletedFileRetentionDuration`` of ``now_ms``."""
+        return _state.remove_files_from_table(self.tombstone_table(now_ms=now_ms))
+
+    def tombstone_table(self, *, now_ms: int | None = None) -> pa.Table:
+        """The unexpired tombstones as an Arrow table (``_state.TOMBSTONES_SCHEMA``)."""
+        if not self._tombstones.num_rows:
+            return self._tombstones
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        cutoff = now - self.properties.deleted_file_retention_ms
+        ts = pc.fill_null(self._tombstones.column("deletion_timestamp"), 0)
+        return self._tombstones.filter(pc.greater(ts, cutoff))
+
+    def app_transaction_version(self, app_id: str) -> int | None:
+        """The latest version committed by application ``app_id``, or None."""
+        txn = self.app_transactions.get(app_id)
+        return None if txn is None else txn.version

@@ -1,0 +1,292 @@
+"""A transaction against one table: a pinned snapshot, a read set, staged actions.
+
+Phase one (read) goes through :meth:`OptimisticTransaction.scan` and friends so that every read
+is recorded; phase two (write) stages actions whose data files are already written but
+invisible; phase three is :meth:`OptimisticTransaction.commit`. Several statements may stage
+into one transaction, and later statements see the earlier ones' staged changes, so they all
+publish as one version or not at all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from deltatx.errors import InvalidArgumentError, TransactionStateError
+from deltatx.kernel.actions import (
+    Action,
+    AddFile,
+    DomainMetadata,
+    Metadata,
+    ProtocolAction,
+    RemoveFile,
+    SetTransaction,
+)
+from deltatx.kernel.evaluation import file_may_match
+from deltatx.kernel.expressions import TRUE, Expression
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.properties import TableProperties
+from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.transaction import ReadTracker
+from deltatx.log.commit import CommitResult, commit
+
+if TYPE_CHECKING:
+    from deltatx.log.delta_log import DeltaLog
+    from deltatx.log.snapshot import Snapshot
+
+FileKey = tuple[str, str | None]
+
+
+class TransactionState(StrEnum):
+    """Where a transaction is in its life."""
+
+    ACTIVE = "active"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+def _key(action: AddFile | RemoveFile) -> FileKey:
+    return (action.path, action.dv_id)
+
+
+class OptimisticTransaction:
+    """One optimistic transaction on a table (no Spark here: files are given, not written).
+
+    Attributes:
+        log: The table's log.
+        snapshot: The pinned snapshot, or None when the table does not exist yet.
+        read_version: The pinned version (-1 for a new table).
+    """
+
+    def __init__(self, log: DeltaLog, snapshot: Snapshot | None) -> None:
+        """Pins ``snapshot``; use :meth:`DeltaLog.snapshot` to get one."""
+        self.log = log
+        self.snapshot = snapshot
+        self.read_version = -1 if snapshot is None else snapshot.version
+        self.tracker = ReadTracker()
+        self.state = TransactionState.ACTIVE
+        self.result: CommitResult | None = None
+        self._adds: dict[FileKey, AddFile] = {}
+        self._removes: dict[FileKey, RemoveFile] = {}
+        self._metadata: Metadata | None = None
+        self._protocol: ProtocolAction | None = None
+        self._txns: dict[str, SetTransaction] = {}
+        self._domains: dict[str, DomainMetadata] = {}
+        self._operations: list[Operation] = []
+        self._metrics: dict[str, int] = {}
+
+    # -- what the transaction sees -------------------------------------------------------
+
+    @property
+    def metadata(self) -> Metadata:
+        """The metadata in force: staged, else the snapshot's."""
+        if self._metadata is not None:
+            return self._metadata
+        if self.snapshot is None:
+            raise InvalidArgumentError("the table does not exist yet: set its metadata first")
+        return self.snapshot.metadata
+
+    @property
+    def protocol(self) -> ProtocolAction:
+        """The protocol in force: staged, else the snapshot's."""
+        if self._protocol is not None:
+            return self._protocol
+        if self.snapshot is None:
+            raise InvalidArgumentError("the table does not exist yet: set its protocol first")
+        return self.snapshot.protocol
+
+    @property
+    def has_metadata(self) -> bool:
+        """Whether there is metadata to read (the table exists or is being created)."""
+        return self._metadata is not None or self.snapshot is not None
+
+    @property
+    def schema(self) -> StructType:
+        """The schema in force."""
+        return parse_schema(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        """The partition columns in force."""
+        return self.metadata.partition_columns
+
+    @property
+    def properties(self) -> TableProperties:
+        """The interpreted table properties in force."""
+        return TableProperties.from_configuration(self.metadata.configuration)
+
+    @property
+    def metadata_changed(self) -> bool:
+        """Whether this transaction stages a metadata change."""
+        return self._metadata is not None
+
+    def scan(self, predicate: Expression | None = None) -> list[AddFile]:
+        """The live files that may hold rows matching ``predicate``, recording the read.
+
+        Files this transaction staged itself are included but not recorded: reading one's own
+        writes cannot conflict with anyone.
+        """
+        self._check_active()
+        pred = TRUE if predicate is None else predicate
+        base: list[AddFile] = []
+        if self.snapshot is not None:
+            base = self.snapshot.scan_files(None if predicate is None else pred)
+            self.tracker.record_scan(pred, base)
+        schema, parts = self.schema, self.partition_columns
+        visible = [f for f in base if _key(f) not in self._removes]
+        staged = [
+            f
+            for f in self._adds.values()
+            if predicate is None or file_may_match(pred, f, schema=schema, partition_columns=parts)
+        ]
+        return visible + staged
+
+    def read_whole_table(self) -> None:
+        """Records that the whole table was read (e.g. an opaque self-join)."""
+        self._check_active()
+        self.tracker.record_whole_table()
+
+    def record_partition_predicate(self, predicate: Expression) -> None:
+        """Records a read of some partitions without reading their files."""
+        self._check_active()
+        self.tracker.record_partition_predicate(predicate)
+
+    def app_transaction_version(self, app_id: str) -> int | None:
+        """The latest version committed by ``app_id``, recording that it was looked up."""
+        self._check_active()
+        self.tracker.record_app_id(app_id)
+        if app_id in self._txns:
+            return self._txns[app_id].version
+        return None if self.snapshot is None else self.snapshot.app_transaction_version(app_id)
+
+    # -- staging ---------------------------------------------------------------------------
+
+    def add_files(self, files: list[AddFile]) -> None:
+        """Stages new files."""
+        self._check_active()
+        for f in files:
+            self._adds[_key(f)] = f
+
+    def remove_files(self, files: list[AddFile], *, data_change: bool = True) -> None:
+        """Stages removal of live files; removing a file this transaction added un-stages it."""
+        self._check_active()
+        now = int(time.time() * 1000)
+        for f in files:
+            key = _key(f)
+            if key in self._adds:
+                del self._adds[key]
+                continue
+            self._removes[key] = f.remove(timestamp=now, data_change=data_change)
+
+    def update_metadata(self, metadata: Metadata) -> None:
+        """Stages a new metadata action (schema, properties, partitioning)."""
+        self._check_active()
+        self._metadata = metadata
+
+    def update_protocol(self, protocol: ProtocolAction) -> None:
+        """Stages a protocol change; never a downgrade of an existing table."""
+        self._check_active()
+        if self.snapshot is not None:
+            old = self.snapshot.protocol
+            if (
+                protocol.min_reader_version < old.min_reader_version
+                or protocol.min_writer_version < old.min_writer_version
+            ):
+                raise InvalidArgumentError("deltatx never downgrades a table's protocol")
+            if protocol == old:
+                return
+        self._protocol = protocol
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Stages a ``txn`` action: ``app_id`` has committed ``version``."""
+        self._check_active()
+        self._txns[app_id] = SetTransaction(app_id, version, int(time.time() * 1000))
+
+    def add_domain_metadata(self, domain: DomainMetadata) -> None:
+        """Stages a domain metadata action."""
+        self._check_active()
+        self._domains[domain.domain] = domain
+
+    def record_operation(self, operation: Operation, metrics: Mapping[str, int]) -> None:
+        """Adds a statement's operation and metrics to what commitInfo will say."""
+        self._check_active()
+        self._operations.append(operation)
+        for k, v in metrics.items():
+            self._metrics[k] = self._metrics.get(k, 0) + int(v)
+
+    def staged_actions(self) -> list[Action]:
+        """Every action that :meth:`commit` will publish (commitInfo aside)."""
+        out: list[Action] = []
+        if self._protocol is not None:
+            out.append(self._protocol)
+        if self._metadata is not None:
+            out.append(self._metadata)
+        out.extend(self._txns.values())
+        out.extend(self._domains.values())
+        out.extend(self._removes.values())
+        out.extend(self._adds.values())
+        return out
+
+    @property
+    def staged_adds(self) -> list[AddFile]:
+        """Files this transaction adds."""
+        return list(self._adds.values())
+
+    @property
+    def staged_removes(self) -> list[RemoveFile]:
+        """Files this transaction removes."""
+        return list(self._removes.values())
+
+    # -- phase three -------------------------------------------------------------------------
+
+    def operation(self) -> Operation:
+        """The operation commitInfo records: the statement's, or a summary of several."""
+        if len(self._operations) == 1:
+            return self._operations[0]
+        if not self._operations:
+            return Operation(OperationName.MANUAL_UPDATE, {})
+        names = [op.name.value for op in self._operations]
+        changes = any(op.changes_data for op in self._operations)
+        first = self._operations[0]
+        params: dict[str, Any] = {"statements": names}
+        return replace(first, name=_summary_name(changes), parameters=params)
+
+    def commit(self, *, user_metadata: str | None = None) -> int:
+        """Validates against concurrent commits and publishes; returns the new version.
+
+        Raises:
+            ConcurrentModificationException: A concurrent commit conflicts.
+            TransactionStateError: The transaction already committed or aborted.
+        """
+        self._check_active()
+        try:
+            self.result = commit(
+                self.log,
+                read_snapshot=self.snapshot,
+                actions=self.staged_actions(),
+                operation=self.operation(),
+                read_set=self.tracker.freeze(),
+                operation_metrics=self._metrics,
+                user_metadata=user_metadata,
+            )
+        except BaseException:
+            self.state = TransactionState.ABORTED
+            raise
+        self.state = TransactionState.COMMITTED
+        return self.result.version
+
+    def abort(self) -> None:
+        """Drops the staged work; the data files it wrote stay invisible for VACUUM."""
+        if self.state is TransactionState.ACTIVE:
+            self.state = TransactionState.ABORTED
+
+    def _check_active(self) -> None:
+        if self.state is not TransactionState.ACTIVE:
+            raise TransactionStateError(f"the transaction is {self.state.value}; begin a new one")
+
+
+def _summary_name(changes_data: bool) -> OperationName:
+    return OperationName.WRITE if changes_data else OperationName.MANUAL_UPDATE

@@ -1,0 +1,1 @@
+"""One module per command; each stages its work into an OptimisticTransaction."""

@@ -1,0 +1,238 @@
+"""What the commands share: schema conversion, metadata creation, condition parsing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import DataType as SparkDataType
+from pyspark.sql.types import StructType as SparkStructType
+
+from deltatx.errors import InvalidArgumentError, InvalidConditionError
+from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
+from deltatx.kernel.expressions import (
+    And,
+    Comparison,
+    Expression,
+    In,
+    IsNotNull,
+    IsNull,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+    columns_of,
+)
+from deltatx.kernel.expressions import Column as ColumnRef
+from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
+from deltatx.kernel.properties import validate_properties
+from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.expressions import parse_condition
+from deltatx.spark.scan import files_to_dataframe
+
+
+def to_delta_schema(schema: SparkStructType) -> StructType:
+    """A Spark schema as the Delta schema model (the JSON forms are the same)."""
+    return parse_schema(schema.json())
+
+
+def to_spark_schema(schema: StructType) -> SparkStructType:
+    """A Delta schema as a Spark StructType."""
+    result = SparkStructType.fromJson(json.loads(schema.to_json()))
+    assert isinstance(result, SparkStructType)
+    return result
+
+
+def parse_schema_argument(schema: str | SparkStructType | StructType) -> StructType:
+    """Accepts a DDL string (``"id BIGINT, v DOUBLE"``), a Spark or a Delta StructType.
+
+    Raises:
+        InvalidArgumentError: The DDL does not parse or is not a struct.
+    """
+    if isinstance(schema, StructType):
+        return schema
+    if isinstance(schema, SparkStructType):
+        return to_delta_schema(schema)
+    try:
+        parsed = SparkDataType.fromDDL(schema)
+    except Exception as exc:
+        raise InvalidArgumentError(f"schema {schema!r} does not parse: {exc}") from None
+    if not isinstance(parsed, SparkStructType):
+        raise InvalidArgumentError(f"schema {schema!r} must describe columns, not a single type")
+    return to_delta_schema(parsed)
+
+
+def new_table_actions(
+    schema: StructType,
+    *,
+    partition_by: Sequence[str],
+    properties: Mapping[str, Any] | None,
+    name: str | None = None,
+    description: str | None = None,
+) -> tuple[Metadata, ProtocolAction]:
+    """The metadata and protocol of a new table, validated.
+
+    Raises:
+        InvalidArgumentError: A partition column is not in the schema, or is complex.
+        InvalidPropertyError: A property value is not allowed.
+    """
+    names = {f.name.lower(): f.name for f in schema.fields}
+    columns: list[str] = []
+    for col in partition_by:
+        if col.lower() not in names:
+            raise InvalidArgumentError(
+                f"partition column '{col}' is not in the schema ({', '.join(names.values())})"
+            )
+        field = schema.get(col)
+        assert field is not None
+        if not isinstance(field.type, PrimitiveType):
+            raise InvalidArgumentError(f"partition column '{col}' must have a primitive type")
+        columns.append(names[col.lower()])
+    if len(columns) == len(schema.fields) and columns:
+        raise InvalidArgumentError("a table cannot be partitioned by all of its columns")
+    config = validate_properties(properties or {})
+    metadata = Metadata(
+        id=str(uuid.uuid4()),
+        schema_string=schema.to_json(),
+        partition_columns=tuple(columns),
+        configuration=config,
+        name=name,
+        description=description,
+        created_time=int(time.time() * 1000),
+    )
+    return metadata, protocol_for_configuration(config, DEFAULT_PROTOCOL)
+
+
+def condition_to_predicate(
+    condition: str | Column | None, *, schema: StructType, aliases: Sequence[str] = ()
+) -> Expression | None:
+    """Parses a user condition into the predicate IR (None stays None)."""
+    if condition is None:
+        return None
+    return parse_condition(condition, schema=schema, aliases=aliases)
+
+
+def condition_column(condition: str | Column) -> Column:
+    """A user condition as a Spark Column."""
+    from pyspark.sql import functions as F
+
+    return condition if isinstance(condition, Column) else F.expr(condition)
+
+
+def read_files(
+    spark: SparkSession, txn: OptimisticTransaction, files: Sequence[AddFile]
+) -> DataFrame:
+    """The rows of ``files`` under the transaction's schema."""
+    return files_to_dataframe(
+        spark,
+        table_path=txn.log.table_path,
+        files=files,
+        schema=txn.schema,
+        partition_columns=txn.partition_columns,
+    )
+
+
+def file_metrics(files: Sequence[AddFile]) -> tuple[int, int]:
+    """Total rows (from stats; unknown counts as 0) and bytes of ``files``."""
+    rows = 0
+    for f in files:
+        if f.stats:
+            with contextlib.suppress(ValueError, TypeError):
+                rows += int(json.loads(f.stats).get("numRecords", 0))
+    return rows, sum(f.size for f in files)
+
+
+def covers_whole_files(predicate: Expression, partition_columns: Sequence[str]) -> bool:
+    """Whether a predicate is decided by partition values alone, so it covers whole files."""
+    parts = {c.lower() for c in partition_columns}
+    return bool(parts) and columns_of(predicate) <= parts and not _has_opaque(predicate)
+
+
+def _has_opaque(expr: Expression) -> bool:
+    match expr:
+        case Opaque():
+            return True
+        case ColumnRef() | Literal():
+            return False
+        case Comparison():
+            return _has_opaque(expr.left) or _has_opaque(expr.right)
+        case In():
+            return _has_opaque(expr.value) or any(_has_opaque(o) for o in expr.options)
+        case IsNull() | IsNotNull() | Not():
+            return _has_opaque(expr.child)
+        case And() | Or():
+            return any(_has_opaque(c) for c in expr.children)
+
+
+def empty_table_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """An empty DataFrame with the table schema, for analysing expressions up front."""
+    return spark.createDataFrame([], to_spark_schema(schema))
+
+
+def validate_condition(
+    spark: SparkSession, txn: OptimisticTransaction, condition: str | Column
+) -> None:
+    """Analyses a condition against the table schema before any file is written.
+
+    Raises:
+        InvalidConditionError: Spark cannot resolve it, or it is not a boolean.
+    """
+    from pyspark.sql.types import BooleanType
+
+    try:
+        field = empty_table_frame(spark, txn.schema).select(condition_column(condition)).schema[0]
+    except Exception as exc:
+        raise InvalidConditionError(
+            f"condition {condition!r} is not valid on table {txn.log.table_path}: "
+            f"{_first_line(exc)}"
+        ) from None
+    if not isinstance(field.dataType, BooleanType):
+        raise InvalidConditionError(
+            f"condition {condition!r} is a {field.dataType.simpleString()}, not a boolean"
+        )
+
+
+def validate_assignments(
+    spark: SparkSession, txn: OptimisticTransaction, assignments: Mapping[str, str | Column]
+) -> dict[str, Column]:
+    """Resolves ``{column: expression}`` against the table, cast to each column's type.
+
+    Raises:
+        InvalidArgumentError: A column does not exist.
+        InvalidConditionError: An expression does not resolve against the table.
+    """
+    from pyspark.sql import functions as F
+
+    if not assignments:
+        raise InvalidArgumentError("set needs at least one column assignment")
+    spark_schema = to_spark_schema(txn.schema)
+    out: dict[str, Column] = {}
+    frame = empty_table_frame(spark, txn.schema)
+    for name, value in assignments.items():
+        field = txn.schema.get(name)
+        if field is None:
+            raise InvalidArgumentError(
+                f"cannot set column '{name}': the table has no such column "
+                f"(columns: {', '.join(txn.schema.field_names())})"
+            )
+        expr = value if isinstance(value, Column) else F.expr(value)
+        typed = expr.cast(spark_schema[field.name].dataType)
+        try:
+            _ = frame.select(typed).schema
+        except Exception as exc:
+            raise InvalidConditionError(
+                f"expression for '{name}' ({value!r}) is not valid: {_first_line(exc)}"
+            ) from None
+        out[field.name] = typed
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,332 @@
+"""MERGE INTO: the full clause set, evaluated in order, copy-on-write on the touched files.
+
+The ON condition's target-only conjuncts (``t.date = '2024-01-01'``) prune the target files and
+are the recorded read predicate, so seed 000's advice (put the partition in the condition)
+really keeps concurrent merges on different partitions apart.
+
+Plan: the candidate target files (with each row's file and row index) are outer-joined with the
+source; every joined row gets the index of the first clause that applies to it. One
+aggregation finds ambiguous matches, the touched files and the counts; the write then emits
+the rows of the touched files (updated, deleted or copied) plus the inserted rows.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from deltatx.errors import InvalidArgumentError, InvalidConditionError
+from deltatx.kernel.expressions import TRUE, to_sql
+from deltatx.kernel.metrics import MergeMetrics
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.schema import StructField, StructType
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.common import condition_column, to_delta_schema, to_spark_schema
+from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.expressions import merge_target_predicate
+from deltatx.spark.schema import quote_column
+from deltatx.spark.write import write_files
+
+_ACTION = "__deltatx_action"
+_IN_TARGET = "__deltatx_in_target"
+_IN_SOURCE = "__deltatx_in_source"
+_COPY = -1
+_DROP = -2
+
+
+class ClauseKind(StrEnum):
+    """The seven kinds of MERGE clause."""
+
+    MATCHED_UPDATE = "matched_update"
+    MATCHED_DELETE = "matched_delete"
+    NOT_MATCHED_INSERT = "not_matched_insert"
+    NOT_MATCHED_BY_SOURCE_UPDATE = "not_matched_by_source_update"
+    NOT_MATCHED_BY_SOURCE_DELETE = "not_matched_by_source_delete"
+
+    @property
+    def group(self) -> str:
+        """Which rows the clause applies to: matched, not_matched or by_source."""
+        if self.value.startswith("matched"):
+            return "matched"
+        if self.value.startswith("not_matched_by_source"):
+            return "by_source"
+        return "not_matched"
+
+
+@dataclass(frozen=True, slots=True)
+class MergeClause:
+    """One WHEN clause. ``assignments`` None with an update/insert means ``*`` (all columns)."""
+
+    kind: ClauseKind
+    condition: str | Column | None = None
+    assignments: Mapping[str, str | Column] | None = field(default=None)
+
+
+def stage_merge(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    *,
+    source: DataFrame,
+    condition: str | Column,
+    clauses: Sequence[MergeClause],
+    target_alias: str | None,
+    source_alias: str | None = None,
+    merge_schema: bool = False,
+) -> MergeMetrics:
+    """Stages a MERGE into ``txn`` and returns its metrics.
+
+    Raises:
+        InvalidArgumentError: No clause, a clause out of place, a set of a missing column, or a
+            target row matched by several source rows (nothing is written).
+        InvalidConditionError: A condition or expression does not resolve.
+    """
+    started = time.monotonic()
+    if not clauses:
+        raise InvalidArgumentError("a merge needs at least one when_... clause")
+    if txn.properties.append_only and any(
+        c.kind is not ClauseKind.NOT_MATCHED_INSERT for c in clauses
+    ):
+        raise InvalidArgumentError(
+            f"table {txn.log.table_path} is append-only (delta.appendOnly=true); only "
+            f"when_not_matched_insert clauses are allowed"
+        )
+    _evolve_schema(txn, source, clauses, merge_schema)
+    schema = txn.schema
+    t_alias = target_alias or "target"
+    predicate = (
+        merge_target_predicate(
+            condition, schema=schema, target_alias=t_alias, source_alias=source_alias or ""
+        )
+        if isinstance(condition, str)
+        else TRUE
+    )
+    candidates = txn.scan(None if predicate == TRUE else predicate)
+    target = (
+        read_addressed(spark, txn, candidates).withColumn(_IN_TARGET, F.lit(True)).alias(t_alias)
+    )
+    source_tagged = source.select(
+        "*",
+        *[F.col(quote_column(c)).alias(_src_name(i)) for i, c in enumerate(source.columns)],
+        F.lit(True).alias(_IN_SOURCE),
+    )
+    groups = {c.kind.group for c in clauses}
+    # Rewriting a touched file needs all of its rows, matched or not; inserting needs the
+    # unmatched source rows. An insert-only merge touches no target file.
+    keep_target = bool(groups & {"matched", "by_source"})
+    keep_source = "not_matched" in groups
+    how = "full" if keep_target and keep_source else ("left" if keep_target else "right")
+    try:
+        joined = target.join(source_tagged, on=condition_column(condition), how=how)
+        classified = joined.withColumn(_ACTION, _action_column(clauses))
+        out_columns = _output_columns(schema, clauses, source.columns, t_alias)
+        _ = classified.select(*out_columns).schema  # analyse now: fail before writing
+    except InvalidArgumentError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidConditionError(f"merge does not resolve: {first}") from None
+
+    classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        has_matched_writes = any(c.kind.group == "matched" for c in clauses)
+        if has_matched_writes:
+            dup = (
+                classified.filter(F.col(_IN_TARGET).isNotNull() & F.col(_IN_SOURCE).isNotNull())
+                .groupBy(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
+                .count()
+                .filter("count > 1")
+                .limit(1)
+                .collect()
+            )
+            if dup:
+                raise InvalidArgumentError(
+                    "merge refused: several source rows matched the same target row, so which "
+                    "one should win is ambiguous. Deduplicate the source (e.g. keep the latest "
+                    "row per key) or make the ON condition match at most one source row per "
+                    "target row. Nothing was written."
+                )
+        counts = classified.groupBy(FILE_INDEX_COLUMN, _ACTION).count().collect()
+        touched: set[int] = set()
+        per_action: dict[int, int] = {}
+        for r in counts:
+            action = int(r[_ACTION])
+            per_action[action] = per_action.get(action, 0) + int(r["count"])
+            if r[FILE_INDEX_COLUMN] is not None and action >= 0:
+                touched.add(int(r[FILE_INDEX_COLUMN]))
+        num_source_rows = source.count()
+        inserts = {i for i, c in enumerate(clauses) if c.kind is ClauseKind.NOT_MATCHED_INSERT}
+        deletes = {i for i, c in enumerate(clauses) if c.kind.value.endswith("delete")}
+        updates = {i for i, c in enumerate(clauses) if c.kind.value.endswith("update")}
+        keep = (
+            F.col(FILE_INDEX_COLUMN).isin(sorted(touched)) if touched else F.lit(False)
+        ) | F.col(_ACTION).isin(sorted(inserts) or [-99])
+        result = classified.filter(keep & ~F.col(_ACTION).isin(sorted(deletes) or [-99]))
+        result = result.filter(F.col(_ACTION) != _DROP).select(*out_columns)
+        added = []
+        if touched or any(per_action.get(i, 0) for i in inserts):
+            added = write_files(
+                result,
+                table_path=txn.log.table_path,
+                partition_columns=txn.partition_columns,
+                schema=schema,
+            )
+    finally:
+        classified.unpersist()
+    removed = [candidates[i] for i in sorted(touched)]
+    txn.remove_files(removed)
+    txn.add_files(added)
+    copied_in_touched = _copied_rows(counts, touched)
+    metrics = MergeMetrics(
+        num_added_files=len(added),
+        num_removed_files=len(removed),
+        num_source_rows=num_source_rows,
+        num_target_rows_inserted=sum(per_action.get(i, 0) for i in inserts),
+        num_target_rows_updated=sum(per_action.get(i, 0) for i in updates),
+        num_target_rows_deleted=sum(per_action.get(i, 0) for i in deletes),
+        num_target_rows_copied=copied_in_touched,
+        num_target_files_added=len(added),
+        num_target_files_removed=len(removed),
+        num_output_rows=sum(per_action.get(i, 0) for i in inserts | updates) + copied_in_touched,
+        execution_time_ms=int((time.monotonic() - started) * 1000),
+    )
+    params = {
+        "predicate": str(condition) if isinstance(condition, str) else "<Column>",
+        "targetPredicate": to_sql(predicate),
+        "matchedPredicates": [_describe(c) for c in clauses if c.kind.group == "matched"],
+        "notMatchedPredicates": [_describe(c) for c in clauses if c.kind.group == "not_matched"],
+        "notMatchedBySourcePredicates": [
+            _describe(c) for c in clauses if c.kind.group == "by_source"
+        ],
+    }
+    txn.record_operation(Operation(OperationName.MERGE, params), metrics.to_operation_metrics())
+    return metrics
+
+
+def _copied_rows(counts: list[Row], touched: set[int]) -> int:
+    return sum(
+        int(r["count"])
+        for r in counts
+        if int(r[_ACTION]) == _COPY
+        and r[FILE_INDEX_COLUMN] is not None
+        and int(r[FILE_INDEX_COLUMN]) in touched
+    )
+
+
+def _src_name(i: int) -> str:
+    return f"__deltatx_src_{i}"
+
+
+def _describe(clause: MergeClause) -> dict[str, str]:
+    out = {"actionType": clause.kind.value.rsplit("_", 1)[-1]}
+    if clause.condition is not None:
+        out["predicate"] = str(clause.condition)
+    return out
+
+
+def _action_column(clauses: Sequence[MergeClause]) -> Column:
+    """The index of the first clause that applies to each joined row (or copy / drop)."""
+    in_t = F.col(_IN_TARGET).isNotNull()
+    in_s = F.col(_IN_SOURCE).isNotNull()
+    situations = {
+        "matched": in_t & in_s,
+        "not_matched": ~in_t & in_s,
+        "by_source": in_t & ~in_s,
+    }
+    expr = F.when(in_t, F.lit(_COPY)).otherwise(F.lit(_DROP))
+    for i in reversed(range(len(clauses))):
+        c = clauses[i]
+        applies = situations[c.kind.group]
+        if c.condition is not None:
+            applies = applies & F.coalesce(condition_column(c.condition), F.lit(False))
+        expr = F.when(applies, F.lit(i)).otherwise(expr)
+    return expr
+
+
+def _output_columns(
+    schema: StructType,
+    clauses: Sequence[MergeClause],
+    source_columns: Sequence[str],
+    target_alias: str,
+) -> list[Column]:
+    spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
+    positions = {c.lower(): i for i, c in enumerate(source_columns)}
+    columns: list[Column] = []
+    for f in schema.fields:
+        expr: Column | None = None
+        for i, c in enumerate(clauses):
+            if c.kind.value.endswith("delete"):
+                continue
+            value = _clause_value(
+                c, f.name, positions, is_insert=c.kind is ClauseKind.NOT_MATCHED_INSERT
+            )
+            if value is None:
+                continue
+            cond = F.col(_ACTION) == i
+            expr = (
+                F.when(cond, value.cast(spark_types[f.name]))
+                if expr is None
+                else expr.when(cond, value.cast(spark_types[f.name]))
+            )
+        # Qualified by the target alias: the source may have a column of the same name.
+        base = F.col(f"`{target_alias}`.`{f.name}`")
+        columns.append((base if expr is None else expr.otherwise(base)).alias(f.name))
+    return columns
+
+
+def _clause_value(
+    clause: MergeClause, column: str, positions: Mapping[str, int], *, is_insert: bool
+) -> Column | None:
+    if clause.assignments is None:
+        pos = positions.get(column.lower())
+        if pos is None:
+            if is_insert:
+                return F.lit(None)
+            return None
+        return F.col(_src_name(pos))
+    for name, value in clause.assignments.items():
+        if name.lower() == column.lower():
+            return value if isinstance(value, Column) else F.expr(value)
+    return F.lit(None) if is_insert else None
+
+
+def _evolve_schema(
+    txn: OptimisticTransaction,
+    source: DataFrame,
+    clauses: Sequence[MergeClause],
+    merge_schema: bool,
+) -> None:
+    """Checks assignment targets exist; with ``merge_schema`` adds the source's new columns."""
+    schema = txn.schema
+    names = {f.name.lower() for f in schema.fields}
+    for c in clauses:
+        for name in c.assignments or {}:
+            if name.lower() not in names:
+                raise InvalidArgumentError(
+                    f"merge clause {c.kind.value} sets column '{name}', which the table does not "
+                    f"have (columns: {', '.join(schema.field_names())})"
+                )
+    star = any(c.assignments is None and not c.kind.value.endswith("delete") for c in clauses)
+    if not star:
+        return
+    source_schema = to_delta_schema(source.schema)
+    extra = [f for f in source_schema.fields if f.name.lower() not in names]
+    if not extra:
+        return
+    if not merge_schema:
+        missing = ", ".join(f.name for f in extra)
+        raise InvalidArgumentError(
+            f"the merge source has columns the table lacks ({missing}); pass merge_schema=True "
+            f"(with_schema_evolution()) to add them, or select only the table's columns"
+        )
+    from dataclasses import replace
+
+    evolved = StructType(
+        (*schema.fields, *(StructField(f.name, f.type, True, f.metadata) for f in extra))
+    )
+    txn.update_metadata(replace(txn.metadata, schema_string=evolved.to_json()))

@@ -1,0 +1,259 @@
+"""OPTIMIZE: bin-packing compaction and Z-order clustering, all actions ``dataChange=false``.
+
+Compaction keeps the order of the source rows (by file, then row index) within each output
+file, so a position in an output file can be traced back to its source file and row: that is
+what lets a deletion vector written concurrently on a compacted file be carried over later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltatx.errors import InvalidArgumentError
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.expressions import Expression, columns_of, to_sql
+from deltatx.kernel.metrics import OptimizeMetrics
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.common import condition_to_predicate, file_metrics
+from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.schema import quote_column
+from deltatx.spark.write import write_files
+
+_BIN = "__deltatx_bin"
+_ZVALUE = "__deltatx_z"
+# Each Z-order column is bucketed into 2**_Z_BITS ranges before interleaving.
+_Z_BITS = 8
+
+
+def partition_filter(txn: OptimisticTransaction, condition: str | None) -> Expression | None:
+    """Parses OPTIMIZE's ``where``, which may only name partition columns.
+
+    Raises:
+        InvalidArgumentError: The condition references a data column.
+    """
+    predicate = condition_to_predicate(condition, schema=txn.schema)
+    if predicate is None:
+        return None
+    parts = {c.lower() for c in txn.partition_columns}
+    extra = sorted(columns_of(predicate) - parts)
+    if extra:
+        raise InvalidArgumentError(
+            "OPTIMIZE ... WHERE may only use partition columns "
+            f"({', '.join(txn.partition_columns) or 'none'}); '{condition}' uses {', '.join(extra)}"
+        )
+    return predicate
+
+
+def _bins(files: Sequence[AddFile], target_size: int, min_files: int) -> list[list[AddFile]]:
+    """Groups small files per partition into bins of about ``target_size`` bytes."""
+    by_partition: dict[tuple[tuple[str, str | None], ...], list[AddFile]] = defaultdict(list)
+    for f in files:
+        if f.size < target_size:
+            by_partition[tuple(sorted(f.partition_values.items()))].append(f)
+    bins: list[list[AddFile]] = []
+    for group in by_partition.values():
+        group.sort(key=lambda f: f.path)
+        current: list[AddFile] = []
+        size = 0
+        for f in group:
+            if current and size + f.size > target_size:
+                bins.append(current)
+                current, size = [], 0
+            current.append(f)
+            size += f.size
+        if current:
+            bins.append(current)
+    return [b for b in bins if len(b) >= min_files]
+
+
+def stage_compaction(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    *,
+    condition: str | None = None,
+    target_size: int | None = None,
+    min_files: int = 2,
+    operation: OperationName = OperationName.OPTIMIZE,
+    files: Sequence[AddFile] | None = None,
+) -> OptimizeMetrics:
+    """Stages a bin-packing compaction into ``txn`` and returns its metrics.
+
+    ``files`` (used by REORG) replaces the selection of small files with an explicit list,
+    each rewritten on its own.
+    """
+    started = time.monotonic()
+    predicate = partition_filter(txn, condition)
+    candidates = txn.scan(predicate)
+    target = target_size or txn.properties.target_file_size
+    bins = [[f] for f in files] if files is not None else _bins(candidates, target, min_files)
+    chosen = [f for b in bins for f in b]
+    added: list[AddFile] = []
+    if chosen:
+        index_of_bin = {id(f): i for i, b in enumerate(bins) for f in b}
+        bin_of_file = [index_of_bin[id(f)] for f in chosen]
+        rows = read_addressed(spark, txn, chosen)
+        mapping = spark.createDataFrame(
+            list(enumerate(bin_of_file)), f"{FILE_INDEX_COLUMN} BIGINT, {_BIN} INT"
+        )
+        ordered = (
+            rows.join(F.broadcast(mapping), on=FILE_INDEX_COLUMN)
+            .repartition(len(bins), F.col(_BIN))
+            .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
+            .select(*[quote_column(f.name) for f in txn.schema.fields])
+        )
+        added = write_files(
+            ordered,
+            table_path=txn.log.table_path,
+            partition_columns=txn.partition_columns,
+            schema=txn.schema,
+            data_change=False,
+        )
+    txn.remove_files(chosen, data_change=False)
+    txn.add_files(added)
+    rows_total, removed_bytes = file_metrics(chosen)
+    metrics = OptimizeMetrics(
+        num_added_files=len(added),
+        num_removed_files=len(chosen),
+        num_partitions_optimized=len({tuple(sorted(b[0].partition_values.items())) for b in bins}),
+        num_batches=1 if bins else 0,
+        total_considered_files=len(candidates),
+        total_files_skipped=len(candidates) - len(chosen),
+        num_removed_bytes=removed_bytes,
+        num_added_bytes=sum(f.size for f in added),
+        num_rows=rows_total,
+        execution_time_ms=int((time.monotonic() - started) * 1000),
+    )
+    params = {
+        "predicate": [to_sql(predicate)] if predicate is not None else [],
+        "zOrderBy": [],
+    }
+    txn.record_operation(Operation(operation, params), metrics.to_operation_metrics())
+    return metrics
+
+
+def _order_key(df: DataFrame, name: str) -> Column:
+    """A double that sorts like the column (strings by their first six characters)."""
+    col = F.col(quote_column(name))
+    kind = df.schema[name].dataType.typeName()
+    if kind == "date":
+        return F.datediff(col, F.lit("1970-01-01")).cast("double")
+    if kind.startswith("timestamp"):
+        return F.unix_micros(col.cast("timestamp")).cast("double")
+    if kind in ("string", "binary"):
+        prefix = F.rpad(F.substring(col.cast("string"), 1, 6), 6, "\u0000")
+        return F.conv(F.hex(prefix), 16, 10).cast("double")
+    if kind == "boolean":
+        return col.cast("int").cast("double")
+    return col.cast("double")
+
+
+def _less_than(key: Column) -> Callable[[Column], Column]:
+    return lambda bound: bound < key
+
+
+def _z_value(df: DataFrame, columns: Sequence[str]) -> Column:
+    """Interleaves the bits of each column's quantile bucket into one Z-order key.
+
+    Buckets come from approximate quantiles computed on Spark, so skewed columns still spread
+    over the whole range; a bucket is the count of quantile bounds below the value.
+    """
+    keyed = df.select(*[_order_key(df, c).alias(f"k{i}") for i, c in enumerate(columns)])
+    probes = [i / (2**_Z_BITS) for i in range(1, 2**_Z_BITS)]
+    quantiles = keyed.approxQuantile([f"k{i}" for i in range(len(columns))], probes, 0.001)
+    buckets = []
+    for name, bounds in zip(columns, quantiles, strict=True):
+        key = _order_key(df, name)
+        distinct = sorted({b for b in bounds if b is not None})
+        if not distinct:
+            buckets.append(F.lit(0).cast("long"))
+            continue
+        below = F.size(F.filter(F.array(*[F.lit(b) for b in distinct]), _less_than(key)))
+        buckets.append(F.when(key.isNull(), F.lit(0)).otherwise(below).cast("long"))
+    z = F.lit(0).cast("long")
+    for bit in range(_Z_BITS):
+        for position, b in enumerate(buckets):
+            shifted = F.shiftright(b, bit).bitwiseAND(F.lit(1))
+            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(buckets) + position))
+    return z
+
+
+def stage_z_order(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    columns: Sequence[str],
+    *,
+    condition: str | None = None,
+    target_size: int | None = None,
+) -> OptimizeMetrics:
+    """Stages OPTIMIZE ZORDER BY: rewrites the selected partitions clustered on ``columns``.
+
+    Raises:
+        InvalidArgumentError: No column, an unknown column, or a partition column.
+    """
+    started = time.monotonic()
+    if not columns:
+        raise InvalidArgumentError("execute_z_order_by needs at least one column")
+    parts = {c.lower() for c in txn.partition_columns}
+    resolved = []
+    for name in columns:
+        field = txn.schema.get(name)
+        if field is None:
+            raise InvalidArgumentError(
+                f"cannot Z-order by '{name}': no such column "
+                f"({', '.join(txn.schema.field_names())})"
+            )
+        if name.lower() in parts:
+            raise InvalidArgumentError(f"cannot Z-order by partition column '{name}'")
+        resolved.append(field.name)
+    if len(resolved) * _Z_BITS > 62:
+        raise InvalidArgumentError(f"Z-order by at most {62 // _Z_BITS} columns")
+    predicate = partition_filter(txn, condition)
+    candidates = txn.scan(predicate)
+    added: list[AddFile] = []
+    if candidates:
+        target = target_size or txn.properties.target_file_size
+        total_bytes = sum(f.size for f in candidates)
+        num_files = max(1, -(-total_bytes // target))
+        rows = read_addressed(spark, txn, candidates)
+        z = _z_value(rows, resolved)
+        clustered = (
+            rows.withColumn(_ZVALUE, z)
+            .repartitionByRange(int(num_files), F.col(_ZVALUE))
+            .sortWithinPartitions(_ZVALUE)
+            .select(*[quote_column(f.name) for f in txn.schema.fields])
+        )
+        added = write_files(
+            clustered,
+            table_path=txn.log.table_path,
+            partition_columns=txn.partition_columns,
+            schema=txn.schema,
+            data_change=False,
+        )
+    txn.remove_files(candidates, data_change=False)
+    txn.add_files(added)
+    rows_total, removed_bytes = file_metrics(candidates)
+    metrics = OptimizeMetrics(
+        num_added_files=len(added),
+        num_removed_files=len(candidates),
+        num_partitions_optimized=len(
+            {tuple(sorted(f.partition_values.items())) for f in candidates}
+        ),
+        num_batches=1 if candidates else 0,
+        total_considered_files=len(candidates),
+        num_removed_bytes=removed_bytes,
+        num_added_bytes=sum(f.size for f in added),
+        num_rows=rows_total,
+        execution_time_ms=int((time.monotonic() - started) * 1000),
+    )
+    params = {
+        "predicate": [to_sql(predicate)] if predicate is not None else [],
+        "zOrderBy": list(resolved),
+    }
+    txn.record_operation(Operation(OperationName.OPTIMIZE, params), metrics.to_operation_metrics())
+    return metrics

@@ -1,0 +1,417 @@
+"""Spark SQL conditions (strings or Columns) translated into the predicate IR with sqlglot.
+
+What the IR can express (comparisons, IN, IS [NOT] NULL, BETWEEN, AND/OR/NOT, literals and
+column references) is translated exactly; anything else (functions, arithmetic, subqueries,
+``rand()``) becomes :class:`~deltatx.kernel.expressions.Opaque`, which every evaluator treats
+as "may be true". pyspark is imported only when a Column is passed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterator
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, cast
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from deltatx.errors import InvalidConditionError
+from deltatx.kernel.expressions import (
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    In,
+    IsNotNull,
+    IsNull,
+    Literal,
+    Not,
+    Opaque,
+    and_,
+    or_,
+)
+from deltatx.kernel.schema import StructType, is_complex
+
+if TYPE_CHECKING:
+    import pyspark.sql
+
+_COMPARISONS: dict[type[exp.Expression], ComparisonOp] = {
+    exp.EQ: ComparisonOp.EQ,
+    exp.NEQ: ComparisonOp.NE,
+    exp.LT: ComparisonOp.LT,
+    exp.LTE: ComparisonOp.LE,
+    exp.GT: ComparisonOp.GT,
+    exp.GTE: ComparisonOp.GE,
+    exp.NullSafeEQ: ComparisonOp.NULL_SAFE_EQ,
+}
+# Functions whose value differs between evaluations; seed 000 lists conditions that use them
+# among the limitations of row-level concurrency.
+_NON_DETERMINISTIC = frozenset(
+    {
+        "rand",
+        "randn",
+        "random",
+        "uuid",
+        "shuffle",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+        "random_string",
+    }
+)
+_COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.DOTALL)
+_INT = re.compile(r"^[0-9]+$")
+_STATEMENTS = (exp.Query, exp.DDL, exp.DML, exp.Command, exp.Alias)
+
+
+def column_sql_text(text: str) -> str:
+    """The SQL inside a PySpark Column's string form (``Column<'(id = 1)'>`` -> ``(id = 1)``)."""
+    m = _COLUMN_TEXT.match(text.strip())
+    return m.group(1) if m else text
+
+
+def parse_condition(
+    condition: str | pyspark.sql.Column,
+    *,
+    schema: StructType,
+    aliases: Collection[str] = (),
+) -> Expression:
+    """Translates a Spark SQL condition into the predicate IR.
+
+    Args:
+        condition: A SQL boolean expression, or a pyspark Column (its SQL text is parsed; a
+            Column whose text cannot be translated becomes one Opaque node, i.e. a read of
+            everything, because PySpark's rendering of literals is not always valid SQL).
+        schema: The table schema; every unqualified column must be one of its fields.
+        aliases: Names the table is known by in the condition (``t`` in ``t.date``); a column
+            with another qualifier (a MERGE source column) is kept as Opaque.
+
+    Returns:
+        The predicate.
+
+    Raises:
+        InvalidConditionError: The condition does not parse, or names a column the table does
+            not have (the message lists the table's columns).
+    """
+    if isinstance(condition, str):
+        return _Translator(condition, schema, aliases).translate_all()
+    from pyspark.sql import Column as SparkColumn  # only here: the kernel path stays Spark-free
+
+    if not isinstance(condition, SparkColumn):
+        raise InvalidConditionError(
+            f"a condition must be a SQL string or a pyspark Column, not {type(condition).__name__}"
+        )
+    text = column_sql_text(str(condition))
+    try:
+        return _Translator(text, schema, aliases).translate_all()
+    except InvalidConditionError:
+        return Opaque(text)
+
+
+def merge_target_predicate(
+    condition: str, *, schema: StructType, target_alias: str, source_alias: str
+) -> Expression:
+    """The part of a MERGE ON condition that filters the target alone.
+
+    Seed 000's MERGE example: in ``s.user_id = t.user_id AND s.date = t.date AND t.date =
+    '2024-01-01'`` only ``t.date = '2024-01-01'`` restricts which target rows are read, so
+    it is the predicate the MERGE records. Conjuncts that touch the source, are
+    non-deterministic or hold a subquery are dropped, which only widens the read.
+
+    Args:
+        condition: The ON condition.
+        schema: The target table's schema.
+        target_alias: The target's alias (``t``).
+        source_alias: The source's alias (``s``).
+
+    Returns:
+        The AND of the target-only conjuncts, or ``TRUE`` when there is none.
+
+    Raises:
+        InvalidConditionError: The condition does not parse, or a target-qualified column
+            does not exist.
+    """
+    tr = _Translator(condition, schema, (target_alias,))
+    tree = tr.parse()
+    tr.validate(tree)
+    target, source = target_alias.lower(), source_alias.lower()
+    kept: list[Expression] = []
+    for conj in _conjuncts(tree):
+        if any(isinstance(n, exp.Query) for n in conj.walk()):
+            continue
+        if all(_is_target_column(c, schema, target, source) for c in _columns(conj)):
+            translated = tr.translate(conj)
+            if not _has_non_deterministic(conj):
+                kept.append(translated)
+    return and_(*kept)
+
+
+def _is_target_column(col: exp.Column, schema: StructType, target: str, source: str) -> bool:
+    qualifier = col.table.lower()
+    if col.args.get("db") is not None:
+        return col.db.lower() == target
+    if not qualifier:
+        # Spark rejects a name that both sides have, so a bare name in the target's schema
+        # that resolved at all belongs to the target.
+        return schema.get(col.name) is not None
+    if qualifier == target:
+        return True
+    return qualifier != source and schema.get(qualifier) is not None  # struct field access
+
+
+def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
+
+
+def _columns(node: exp.Expression) -> Iterator[exp.Column]:
+    """Column references outside subqueries (a subquery's columns belong to its own tables)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, exp.Column):
+            yield n
+            continue
+        if isinstance(n, exp.Query):
+            continue
+        stack.extend(n.iter_expressions())
+
+
+def _has_non_deterministic(node: exp.Expression) -> bool:
+    for n in node.walk():
+        if isinstance(n, exp.Rand | exp.Randn | exp.Query):
+            return True
+        if isinstance(n, exp.Func):
+            name = n.name if isinstance(n, exp.Anonymous) else n.sql_name()
+            if name.lower() in _NON_DETERMINISTIC:
+                return True
+    return False
+
+
+class _Translator:
+    """One condition's translation: parsing, column checks, and the node mapping."""
+
+    def __init__(self, text: str, schema: StructType, aliases: Collection[str]) -> None:
+        self.text = text
+        self.schema = schema
+        self.aliases = {a.lower() for a in aliases}
+
+    def translate_all(self) -> Expression:
+        tree = self.parse()
+        self.validate(tree)
+        return self.translate(tree)
+
+    def parse(self) -> exp.Expression:
+        if not self.text.strip():
+            raise InvalidConditionError("the condition is empty")
+        try:
+            # sqlglot 30 annotates parse_one with its base class Expr; the nodes are Expressions.
+            tree = cast(exp.Expression, sqlglot.parse_one(self.text, read="spark"))
+        except (ParseError, TokenError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise InvalidConditionError(
+                f"cannot parse the condition '{self.text}': {first}"
+            ) from None
+        if tree is None or isinstance(tree, _STATEMENTS):
+            raise InvalidConditionError(f"the condition '{self.text}' is not a boolean expression")
+        return tree
+
+    def _unknown(self, name: str) -> InvalidConditionError:
+        cols = ", ".join(self.schema.field_names()) or "(none)"
+        return InvalidConditionError(
+            f"unknown column '{name}' in the condition '{self.text}'; "
+            f"the table's columns are: {cols}"
+        )
+
+    def validate(self, tree: exp.Expression) -> None:
+        for col in _columns(tree):
+            qualifier = col.table.lower()
+            if col.args.get("db") is not None:
+                continue  # alias.struct.field or catalog paths: checked when translated
+            if not qualifier:
+                if self.schema.get(col.name) is None:
+                    raise self._unknown(col.name)
+            elif qualifier in self.aliases and self.schema.get(col.name) is None:
+                raise self._unknown(f"{col.table}.{col.name}")
+
+    def translate(self, node: exp.Expression) -> Expression:
+        match node:
+            case exp.Paren():
+                return self.translate(node.this)
+            case exp.And():
+                return and_(self.translate(node.this), self.translate(node.expression))
+            case exp.Or():
+                return or_(self.translate(node.this), self.translate(node.expression))
+            case exp.Not():
+                inner = node.this
+                while isinstance(inner, exp.Paren):
+                    inner = inner.this
+                if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+                    return IsNotNull(self.translate(inner.this))
+                return Not(self.translate(inner))
+            case exp.Is():
+                return self._is(node)
+            case exp.In():
+                if node.args.get("query") is not None or node.args.get("unnest") is not None:
+                    return self._opaque(node)
+                return In(
+                    self.translate(node.this),
+                    tuple(self.translate(o) for o in node.expressions),
+                )
+            case exp.Between():
+                v = self.translate(node.this)
+                low, high = self.translate(node.args["low"]), self.translate(node.args["high"])
+                return and_(
+                    Comparison(ComparisonOp.GE, v, low), Comparison(ComparisonOp.LE, v, high)
+                )
+            case exp.Column():
+                return self._column(node)
+            case exp.Boolean():
+                return Literal(bool(node.this))
+            case exp.Null():
+                return Literal(None)
+            case exp.Literal() | exp.Neg() | exp.Cast():
+                ok, value = _literal_value(node)
+                return Literal(value) if ok else self._opaque(node)
+        op = _COMPARISONS.get(type(node))
+        if op is not None:
+            return Comparison(op, self.translate(node.this), self.translate(node.expression))
+        return self._opaque(node)
+
+    def _is(self, node: exp.Is) -> Expression:
+        target = node.expression
+        if isinstance(target, exp.Null):
+            return IsNull(self.translate(node.this))
+        if isinstance(target, exp.Boolean):
+            # x IS TRUE is never NULL: exactly x <=> TRUE.
+            return Comparison(
+                ComparisonOp.NULL_SAFE_EQ, self.translate(node.this), Literal(bool(target.this))
+            )
+        return self._opaque(node)
+
+    def _column(self, node: exp.Column) -> Expression:
+        qualifier = node.table.lower()
+        if node.args.get("db") is not None:
+            # a.b.c: a field of a struct column (complex), or a source column path.
+            return self._opaque(node)
+        if not qualifier:
+            f = self.schema.get(node.name)
+            if f is None:
+                raise self._unknown(node.name)
+            return Column(f.name) if not is_complex(f.type) else self._opaque(node)
+        if qualifier in self.aliases:
+            f = self.schema.get(node.name)
+            if f is None:
+                raise self._unknown(f"{node.table}.{node.name}")
+            return Column(f.name) if not is_complex(f.type) else self._opaque(node)
+        return self._opaque(node)  # another relation's column (MERGE source) or a struct field
+
+    def _opaque(self, node: exp.Expression) -> Opaque:
+        complex_type = any(isinstance(n, exp.Dot | exp.Bracket) for n in node.walk())
+        for col in _columns(node):
+            if col.args.get("db") is not None:
+                complex_type = True
+                continue
+            qualifier = col.table.lower()
+            if qualifier and qualifier not in self.aliases:
+                f = self.schema.get(qualifier)  # struct.field access on a table column
+                if f is not None and is_complex(f.type):
+                    complex_type = True
+                continue
+            f = self.schema.get(col.name)
+            if f is not None and is_complex(f.type):
+                complex_type = True
+        return Opaque(
+            node.sql(dialect="spark"),
+            deterministic=not _has_non_deterministic(node),
+            complex_type=complex_type,
+        )
+
+
+def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
+    """(True, value) for a constant the IR can hold, else (False, None)."""
+    match node:
+        case exp.Literal():
+            if node.is_string:
+                return True, node.this
+            return _number(str(node.this))
+        case exp.Neg():
+            ok, v = _literal_value(node.this)
+            if ok and isinstance(v, int | float | Decimal) and not isinstance(v, bool):
+                return True, -v
+            return False, None
+        case exp.Null():
+            return True, None
+        case exp.Boolean():
+            return True, bool(node.this)
+        case exp.Cast():
+            ok, v = _literal_value(node.this)
+            if not ok:
+                return False, None
+            return _cast(v, node.to)
+    return False, None
+
+
+def _number(text: str) -> tuple[bool, Any]:
+    try:
+        if _INT.match(text):
+            return True, int(text)
+        if "e" in text.lower():
+            return True, float(text)
+        return True, Decimal(text)
+    except (ValueError, InvalidOperation):
+        return False, None
+
+
+_T = exp.DataType.Type
+_INTEGRAL = {_T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT}
+_FRACTIONAL = {_T.FLOAT, _T.DOUBLE}
+_STRINGS = {_T.VARCHAR, _T.CHAR, _T.TEXT, _T.NVARCHAR, _T.NCHAR}
+_TIMESTAMPS = {_T.TIMESTAMP, _T.TIMESTAMPTZ, _T.TIMESTAMPLTZ, _T.TIMESTAMPNTZ, _T.DATETIME}
+
+
+def _cast(value: Any, to: exp.DataType) -> tuple[bool, Any]:
+    """CAST(literal AS type) folded to a Python value; an impossible cast stays Opaque."""
+    if value is None:
+        return True, None
+    t = to.this
+    try:
+        if t == _T.DATE:
+            if isinstance(value, str):
+                return True, date.fromisoformat(value.strip())
+            return (True, value) if isinstance(value, date) else (False, None)
+        if t in _TIMESTAMPS:
+            if isinstance(value, str):
+                return True, datetime.fromisoformat(value.strip())
+            return (True, value) if isinstance(value, datetime) else (False, None)
+        if t in _INTEGRAL:
+            if isinstance(value, bool):
+                return False, None
+            if isinstance(value, str):
+                return True, int(value.strip())
+            return (True, int(value)) if value == int(value) else (False, None)
+        if t in _FRACTIONAL:
+            return (False, None) if isinstance(value, bool) else (True, float(value))
+        if t == _T.DECIMAL:
+            return (False, None) if isinstance(value, bool) else (True, Decimal(str(value)))
+        if t in _STRINGS:
+            return (True, value) if isinstance(value, str) else (False, None)
+        if t == _T.BOOLEAN:
+            if isinstance(value, bool):
+                return True, value
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                return True, value.strip().lower() == "true"
+    except (ValueError, InvalidOperation, TypeError, OverflowError):
+        return False, None
+    return False, None
+
+
+__all__ = ["column_sql_text", "merge_target_predicate", "parse_condition"]

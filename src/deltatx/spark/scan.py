@@ -1,0 +1,181 @@
+"""A list of ``add`` actions -> one DataFrame of their rows, under the table schema.
+
+Spark's Parquet reader reads exactly the listed files with the data columns as an explicit
+schema: no inference, no partition discovery from directory names, and columns a file lacks
+(added to the table later) read as NULL. Partition values come from the log: a small broadcast
+table maps each file (by the path Spark reports in ``_metadata.file_path``) to its index and
+its partition values, which are cast to the schema's types. One scan and one broadcast join
+scale to many thousands of files and partitions, where a union per partition would not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from urllib.parse import urlsplit
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deltatx.errors import InvalidArgumentError
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.schema import StructType
+from deltatx.spark.schema import quote_column, to_spark_schema
+from deltatx.spark.write import (
+    TableLocation,
+    decode_uri_path,
+    resolve_partition_columns,
+    uri_path_key,
+)
+
+RowFilter = Callable[[DataFrame, Column, Column], DataFrame]
+"""Filters scanned rows by where they come from: ``(rows, file_index, row_index) -> kept rows``.
+
+``file_index`` is the position of the row's file in the ``files`` given to
+:func:`files_to_dataframe`, and ``row_index`` the row's position within that file (Spark's
+``_metadata.row_index``, counting every physical row). This is the hook deletion vectors use:
+drop the rows whose index is in the file's vector.
+"""
+
+FILE_INDEX_COLUMN = "__deltatx_file_index"
+"""With ``with_address``: the position of the row's file in ``files`` (long)."""
+
+ROW_INDEX_COLUMN = "__deltatx_row_index"
+"""With ``with_address``: the row's position within its file, counting every row (long)."""
+
+_FILE_KEY = "__deltatx_file_key"
+_FILE_INDEX = FILE_INDEX_COLUMN
+_ROW_INDEX = ROW_INDEX_COLUMN
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+# Scheme and authority of a URI, so that the key is the (encoded) path alone.
+_URI_PREFIX = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?"
+# Hadoop expands these in paths given to a reader; a file name holding one must be escaped.
+_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
+
+
+def files_to_dataframe(
+    spark: SparkSession,
+    *,
+    table_path: str,
+    files: Sequence[AddFile],
+    schema: StructType,
+    partition_columns: Sequence[str],
+    row_filter: RowFilter | None = None,
+    with_address: bool = False,
+) -> DataFrame:
+    """The rows of exactly ``files``, as a DataFrame with the columns of ``schema``.
+
+    Args:
+        spark: The session to read with.
+        table_path: The table root that relative ``add`` paths are resolved against.
+        files: The files to read; their partition values come from these actions.
+        schema: The table schema; the output has its columns, in its order and types.
+        partition_columns: The table's partition columns.
+        row_filter: Applied to the rows before the helper columns are dropped, with each
+            row's file index and row index (see :data:`RowFilter`); None keeps every row.
+        with_address: Whether the output ends with :data:`FILE_INDEX_COLUMN` and
+            :data:`ROW_INDEX_COLUMN`, which say where each row is stored (for rewrites and
+            deletion vectors).
+
+    Returns:
+        A lazy DataFrame; with no files, an empty one with the schema.
+
+    Raises:
+        InvalidArgumentError: A file is listed twice.
+        SchemaMismatchError: A partition column is not in the schema.
+    """
+    columns = resolve_partition_columns(schema, partition_columns)
+    if not files:
+        empty = spark.createDataFrame([], to_spark_schema(schema))
+        if with_address:
+            empty = empty.select(
+                "*",
+                F.lit(None).cast("long").alias(FILE_INDEX_COLUMN),
+                F.lit(None).cast("long").alias(ROW_INDEX_COLUMN),
+            )
+        return empty
+    location = TableLocation.parse(table_path)
+    partition_set = set(columns)
+    data_schema = StructType(tuple(f for f in schema.fields if f.name not in partition_set))
+    spark_paths = [_spark_file_path(location, f.path) for f in files]
+    seen: set[str] = set()
+    for path in spark_paths:
+        if path in seen:
+            raise InvalidArgumentError(f"File '{path}' is listed twice in one scan.")
+        seen.add(path)
+
+    rows = (
+        spark.read.schema(to_spark_schema(data_schema))
+        # Reading a file list needs no directory walk; this also turns off partition discovery,
+        # so partition columns never come from directory names.
+        .option("recursiveFileLookup", "true")
+        .parquet(*[_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths])
+    )
+    needs_row_index = row_filter is not None or with_address
+    if not columns and not needs_row_index:
+        return rows.select(*[quote_column(f.name) for f in schema.fields])
+
+    lookup = _lookup_table(spark, files, spark_paths, columns)
+    rows = rows.select(
+        "*",
+        F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "").alias(_FILE_KEY),
+        *([F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []),
+    )
+    rows = rows.join(F.broadcast(lookup), on=_FILE_KEY, how="left")
+    # A file the log lookup does not know would otherwise read with NULL partition values;
+    # fail loudly instead, on the executor, at no extra cost.
+    unknown = F.raise_error(
+        F.concat(F.lit("deltatx scan: no log entry matches data file "), F.col(_FILE_KEY))
+    )
+    file_index = F.when(F.col(_FILE_INDEX).isNull(), unknown).otherwise(F.col(_FILE_INDEX))
+    if row_filter is not None:
+        rows = row_filter(rows, file_index, F.col(_ROW_INDEX))
+
+    spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
+    output: list[Column] = []
+    for field in schema.fields:
+        if field.name in partition_set:
+            value = F.col(_partition_alias(columns.index(field.name)))
+            typed = F.when(F.col(_FILE_INDEX).isNull(), unknown).otherwise(
+                value.cast(spark_types[field.name])
+            )
+            output.append(typed.alias(field.name))
+        else:
+            output.append(F.col(quote_column(field.name)))
+    if with_address:
+        output += [file_index.alias(FILE_INDEX_COLUMN), F.col(_ROW_INDEX).alias(ROW_INDEX_COLUMN)]
+    return rows.select(*output)
+
+
+def _partition_alias(position: int) -> str:
+    return f"__deltatx_part_{position}"
+
+
+def _lookup_table(
+    spark: SparkSession,
+    files: Sequence[AddFile],
+    spark_paths: Sequence[str],
+    columns: Sequence[str],
+) -> DataFrame:
+    """The broadcast side: file key, file index and each partition value as a string."""
+    fields = [
+        T.StructField(_FILE_KEY, T.StringType(), False),
+        T.StructField(_FILE_INDEX, T.LongType(), False),
+        *(T.StructField(_partition_alias(i), T.StringType(), True) for i in range(len(columns))),
+    ]
+    data: list[tuple[str | int | None, ...]] = []
+    for index, (add, path) in enumerate(zip(files, spark_paths, strict=True)):
+        lowered = {k.lower(): v for k, v in add.partition_values.items()}
+        # The protocol spells a NULL partition value as null or as "".
+        values = [lowered.get(c.lower()) or None for c in columns]
+        data.append((uri_path_key(path), index, *values))
+    return spark.createDataFrame(data, T.StructType(fields))
+
+
+def _spark_file_path(location: TableLocation, add_path: str) -> str:
+    """Where Spark finds the file of an ``add.path`` (relative to the root, or a URI)."""
+    if not _SCHEME.match(add_path):
+        return location.spark_path(decode_uri_path(add_path))
+    parts = urlsplit(add_path)
+    return f"{parts.scheme}://{parts.netloc}{decode_uri_path(parts.path)}"

@@ -1,0 +1,595 @@
+"""DataFrame -> Parquet data files under the table root -> ``add`` actions with stats.
+
+Spark writes the rows on the executors into a hidden staging directory under the table root;
+the driver then moves each file to its final place, reads its Parquet footer (never the data)
+to build statistics, and returns one :class:`AddFile` per file. Nothing here touches the log:
+the files stay invisible until a commit adds them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+import uuid
+import zoneinfo
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from deltatx.errors import InvalidArgumentError, SchemaMismatchError
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.schema import DataType, PrimitiveType, StructType
+from deltatx.spark.schema import (
+    NOT_NULL_VIOLATION_MARKER,
+    check_write_schema,
+    conform_to_schema,
+    from_spark_schema,
+)
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The directory-name value Spark writes for a NULL partition value."""
+
+STAGING_PREFIX = "_deltatx_staging-"
+"""Staging directories start with ``_`` so that every Delta reader and VACUUM skip them."""
+
+_PUBLISH_THREADS = 16
+_TIMESTAMP_TYPE_KEY = "spark.sql.parquet.outputTimestampType"
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_SCHEME_AND_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
+_SPARK_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+# Characters java.net.URI leaves as they are in a path: letters, digits, the unreserved marks,
+# the punctuation a path may hold, and '/'. Everything else ASCII is percent-encoded.
+_URI_PATH_SAFE = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'(),;:$&+=@/"
+)
+# Non-ASCII characters java.net.URI still encodes: controls and space separators.
+_QUOTED = frozenset({"Cc", "Zs", "Zl", "Zp"})
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "UTC+00:00"})
+_OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})?$")
+
+
+# --- locations and paths ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableLocation:
+    """A table root as pyarrow (driver I/O) and Spark (executor I/O) each address it.
+
+    Attributes:
+        fs: The pyarrow filesystem holding the table.
+        root: The root's path within ``fs``, without a trailing ``/``.
+        spark_root: The root as a URI for Spark, without a trailing ``/``.
+    """
+
+    fs: pafs.FileSystem
+    root: str
+    spark_root: str
+
+    @classmethod
+    def parse(cls, table_path: str) -> TableLocation:
+        """Resolves a local path, a ``file:`` URI or a remote URI (``s3://``, ``gs://``, ...).
+
+        Raises:
+            InvalidArgumentError: pyarrow has no filesystem for the URI's scheme.
+        """
+        text = table_path.rstrip("/") or "/"
+        if not _SCHEME.match(text) or text.startswith("file:"):
+            fs, root = pafs.FileSystem.from_uri(_absolute_local(text))
+            return cls(fs, root.rstrip("/"), "file://" + root.rstrip("/"))
+        scheme, rest = text.split(":", 1)
+        # Hadoop names S3 "s3a"; pyarrow knows it as "s3". Spark keeps the caller's spelling.
+        arrow_uri = ("s3" if scheme.lower() in ("s3a", "s3n") else scheme) + ":" + rest
+        try:
+            fs, root = pafs.FileSystem.from_uri(arrow_uri)
+        except Exception as exc:
+            raise InvalidArgumentError(f"Cannot open table path '{table_path}': {exc}") from None
+        return cls(fs, root.rstrip("/"), text)
+
+    def fs_path(self, relative: str) -> str:
+        """The pyarrow path of a file given by its on-disk path relative to the root."""
+        return f"{self.root}/{relative}"
+
+    def spark_path(self, relative: str) -> str:
+        """The Spark path of a file given by its on-disk path relative to the root."""
+        return f"{self.spark_root}/{relative}"
+
+
+def _absolute_local(text: str) -> str:
+    if text.startswith("file:"):
+        return text
+    if text.startswith("/"):
+        return text
+    # A relative path means the driver's working directory, which is Spark's too in local mode.
+    return str(Path(text).absolute())
+
+
+def encode_uri_path(path: str) -> str:
+    """Percent-encodes an on-disk relative path the way ``java.net.URI`` encodes a path.
+
+    This is the form of ``add.path`` that delta-spark writes (Hadoop's ``Path.toUri``): ``%``
+    becomes ``%25``, a space ``%20``; characters a URI path may hold stay, and so do non-ASCII
+    letters (URI "other" characters); control and space characters are encoded as UTF-8.
+    """
+    out: list[str] = []
+    for ch in path:
+        if ch in _URI_PATH_SAFE or (ord(ch) > 127 and unicodedata.category(ch) not in _QUOTED):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def decode_uri_path(path: str) -> str:
+    """The on-disk path for an ``add.path`` (percent-decoding; ``+`` stays ``+``)."""
+    return unquote(path)
+
+
+def uri_path_key(spark_uri: str) -> str:
+    """The encoded path component of a Spark file URI, as ``_metadata.file_path`` shows it.
+
+    Scheme and authority are dropped so that ``file:/x`` and ``file:///x`` (or a qualified and
+    an unqualified spelling of the same bucket) compare equal; repeated slashes collapse as
+    Hadoop's ``Path`` collapses them.
+    """
+    path = _SCHEME_AND_AUTHORITY.sub("", spark_uri)
+    path = re.sub(r"/{2,}", "/", path)
+    return encode_uri_path(path)
+
+
+def unescape_partition_name(text: str) -> str:
+    """Reverses Spark's ``%XX`` escaping of partition directory names."""
+    return _SPARK_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+# --- partition values -------------------------------------------------------------------------
+
+
+def _session_zone(spark: SparkSession) -> tzinfo:
+    name = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+    if name in _UTC_NAMES:
+        return UTC
+    match = _OFFSET.match(name)
+    if match:
+        sign = -1 if match.group(1) == "-" else 1
+        minutes = int(match.group(2)) * 60 + int(match.group(3) or 0)
+        return timezone(sign * timedelta(minutes=minutes))
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise InvalidArgumentError(
+            f"Unknown spark.sql.session.timeZone '{name}'; partition values of timestamp "
+            f"columns cannot be encoded."
+        ) from None
+
+
+def _normalize_fraction(text: str) -> str:
+    """'YYYY-MM-DD HH:MM:SS[.f]' with the fraction, when present, at six digits."""
+    if "." not in text:
+        return text
+    head, frac = text.split(".", 1)
+    return f"{head}.{frac.ljust(6, '0')[:6]}"
+
+
+def delta_partition_value(raw: str, type_name: str, zone: tzinfo) -> str | None:
+    """A partition directory value (already unescaped) in Delta's partition value format.
+
+    Spark renders partition values as Delta expects (dates ``YYYY-MM-DD``, booleans
+    ``true``/``false``, numbers as written) except timestamps, which it renders in the
+    session time zone: those stay ``YYYY-MM-DD HH:MM:SS[.ffffff]`` when that zone is UTC and
+    otherwise become the unambiguous ISO-8601 UTC form the protocol also allows.
+    """
+    if raw == HIVE_DEFAULT_PARTITION:
+        return None
+    if type_name == "timestamp_ntz":
+        return _normalize_fraction(raw)
+    if type_name != "timestamp":
+        return raw
+    if zone is UTC:
+        return _normalize_fraction(raw)
+    local = datetime.fromisoformat(_normalize_fraction(raw)).replace(tzinfo=zone)
+    return local.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _partition_values(
+    rel_dirs: Sequence[str], partition_columns: Sequence[str], types: dict[str, str], zone: tzinfo
+) -> dict[str, str | None]:
+    if len(rel_dirs) != len(partition_columns):
+        raise InvalidArgumentError(
+            f"Spark wrote a file under '{'/'.join(rel_dirs)}', which does not match the "
+            f"partition columns {list(partition_columns)}."
+        )
+    values: dict[str, str | None] = {}
+    for directory, column in zip(rel_dirs, partition_columns, strict=True):
+        name, sep, raw = directory.partition("=")
+        if not sep or unescape_partition_name(name) != column:
+            raise InvalidArgumentError(
+                f"Unexpected partition directory '{directory}' for column '{column}'."
+            )
+        values[column] = delta_partition_value(unescape_partition_name(raw), types[column], zone)
+    return values
+
+
+# --- the write --------------------------------------------------------------------------------
+
+
+def ensure_micros_timestamps(spark: SparkSession) -> None:
+    """Makes Spark write timestamps as INT64 microseconds, never the legacy INT96."""
+    if spark.conf.get(_TIMESTAMP_TYPE_KEY) != "TIMESTAMP_MICROS":
+        spark.conf.set(_TIMESTAMP_TYPE_KEY, "TIMESTAMP_MICROS")
+
+
+def resolve_partition_columns(schema: StructType, partition_columns: Sequence[str]) -> list[str]:
+    """The partition columns as the schema spells them.
+
+    Raises:
+        SchemaMismatchError: A partition column is not in the schema, is not of a primitive
+            type, or is every column of the schema.
+    """
+    resolved: list[str] = []
+    for column in partition_columns:
+        field = schema.get(column)
+        if field is None:
+            raise SchemaMismatchError(
+                f"Partition column '{column}' is not a column of the table.", column=column
+            )
+        if not isinstance(field.type, PrimitiveType):
+            raise SchemaMismatchError(
+                f"Partition column '{column}' is not of a primitive type.", column=column
+            )
+        resolved.append(field.name)
+    if resolved and len(resolved) == len(schema.fields):
+        raise SchemaMismatchError("A table cannot be partitioned by all of its columns.")
+    return resolved
+
+
+def write_files(
+    df: DataFrame,
+    *,
+    table_path: str,
+    partition_columns: Sequence[str],
+    schema: StructType,
+    data_change: bool = True,
+    target_file_rows: int | None = None,
+) -> list[AddFile]:
+    """Writes ``df`` as Parquet files under the table root and returns their ``add`` actions.
+
+    The rows are written by Spark on the executors; the driver only moves the finished files
+    and reads their footers for statistics. Columns are matched to ``schema`` by name
+    (case-insensitively), put in its order and cast where a lossless cast is needed.
+
+    Args:
+        df: The rows to write.
+        table_path: The table root (local path or URI).
+        partition_columns: The table's partition columns, in order.
+        schema: The table schema the data must fit (after any schema evolution).
+        data_change: The ``dataChange`` flag of the returned actions.
+        target_file_rows: At most this many rows per file (Spark's ``maxRecordsPerFile``).
+
+    Returns:
+        One :class:`AddFile` per written file, none for an empty DataFrame.
+
+    Raises:
+        SchemaMismatchError: The data does not fit ``schema``, or a NULL reached a NOT NULL
+            column; the message names the column.
+        InvalidArgumentError: ``target_file_rows`` is not positive, or the path is unusable.
+    """
+    if target_file_rows is not None and target_file_rows <= 0:
+        raise InvalidArgumentError(f"target_file_rows must be positive, got {target_file_rows}")
+    columns = resolve_partition_columns(schema, partition_columns)
+    check_write_schema(schema, from_spark_schema(df.schema), merge_schema=False)
+    spark = df.sparkSession
+    ensure_micros_timestamps(spark)
+    location = TableLocation.parse(table_path)
+    staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging = location.fs_path(staging_rel)
+
+    writer = conform_to_schema(df, schema).write.mode("error").format("parquet")
+    if columns:
+        writer = writer.partitionBy(*columns)
+    if target_file_rows is not None:
+        writer = writer.option("maxRecordsPerFile", str(target_file_rows))
+    try:
+        try:
+            writer.save(location.spark_path(staging_rel))
+        except Exception as exc:
+            _raise_not_null_violation(exc)
+            raise
+        return _publish(
+            location,
+            staging,
+            columns=columns,
+            schema=schema,
+            zone=_session_zone(spark),
+            data_change=data_change,
+        )
+    finally:
+        if location.fs.get_file_info(staging).type != pafs.FileType.NotFound:
+            location.fs.delete_dir(staging)
+
+
+def _raise_not_null_violation(exc: Exception) -> None:
+    text = str(exc)
+    if NOT_NULL_VIOLATION_MARKER not in text:
+        return
+    match = re.search(r"NOT NULL column '((?:[^']|'')*)'", text)
+    column = match.group(1) if match else None
+    raise SchemaMismatchError(
+        f"NULL value in NOT NULL column '{column}'; nothing was written.", column=column
+    ) from None
+
+
+def _is_hidden(component: str) -> bool:
+    """Spark's bookkeeping (``_SUCCESS``, ``_temporary``, ``.crc`` files), not a partition."""
+    return component.startswith(".") or (component.startswith("_") and "=" not in component)
+
+
+def _publish(
+    location: TableLocation,
+    staging: str,
+    *,
+    columns: Sequence[str],
+    schema: StructType,
+    zone: tzinfo,
+    data_change: bool,
+) -> list[AddFile]:
+    fs = location.fs
+    types = {f.name: f.type.name for f in schema.fields if isinstance(f.type, PrimitiveType)}
+    partition_set = set(columns)
+    data_schema = StructType(tuple(f for f in schema.fields if f.name not in partition_set))
+    produced = []
+    for info in fs.get_file_info(pafs.FileSelector(staging, recursive=True)):
+        rel = info.path[len(staging) + 1 :]
+        if (
+            info.type == pafs.FileType.File
+            and rel.endswith(".parquet")
+            and not any(_is_hidden(part) for part in rel.split("/"))
+        ):
+            produced.append(rel)
+    produced.sort()
+    for parent in sorted({rel.rpartition("/")[0] for rel in produced} - {""}):
+        fs.create_dir(location.fs_path(parent), recursive=True)
+
+    def publish_one(rel: str) -> AddFile | None:
+        source = f"{staging}/{rel}"
+        metadata = pq.read_metadata(source, filesystem=fs)
+        if metadata.num_rows == 0:
+            # Spark writes one empty file for an empty DataFrame, to keep its schema; a Delta
+            # table keeps the schema in the log instead.
+            return None
+        *dirs, _ = rel.split("/")
+        values = _partition_values(dirs, columns, types, zone)
+        stats = file_stats_json(metadata, data_schema)
+        target = location.fs_path(rel)
+        fs.move(source, target)
+        # Size and time of the published file: on object stores a move is a copy.
+        info = fs.get_file_info(target)
+        return AddFile(
+            path=encode_uri_path(rel),
+            partition_values=values,
+            size=info.size,
+            modification_time=info.mtime_ns // 1_000_000,
+            data_change=data_change,
+            stats=stats,
+        )
+
+    # Footer reads and moves are I/O round trips (slow on object stores): overlap them.
+    with ThreadPoolExecutor(max_workers=_PUBLISH_THREADS) as pool:
+        results = list(pool.map(publish_one, produced))
+    return [add for add in results if add is not None]
+
+
+# --- statistics from Parquet footers ----------------------------------------------------------
+
+STRING_STATS_PREFIX = 32
+"""Characters of a string kept in min/max statistics."""
+
+_MAX_CHAR = "\U0010ffff"
+# How many microseconds one unit of a Parquet timestamp is.
+_MICROS_PER_UNIT = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0}
+
+
+def file_stats_json(metadata: pq.FileMetaData, data_schema: StructType) -> str:
+    """The ``stats`` JSON of a data file, from its Parquet footer alone.
+
+    ``numRecords`` always; ``minValues``/``maxValues``/``nullCount`` for every primitive column
+    (nested inside structs too) whose footer statistics are usable. Binary and variant
+    columns, arrays and maps get no min/max. Bounds are never tighter than the data: strings
+    are cut to 32 characters (a cut maximum ends with U+10FFFF so it stays an upper bound),
+    timestamps are rounded outward to milliseconds.
+    """
+    leaves = _leaf_columns(metadata)
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    _collect_struct(metadata, leaves, data_schema, (), mins, maxs, nulls)
+    stats: dict[str, Any] = {"numRecords": metadata.num_rows}
+    stats["minValues"] = mins
+    stats["maxValues"] = maxs
+    stats["nullCount"] = nulls
+    return _to_json(stats)
+
+
+def _leaf_columns(metadata: pq.FileMetaData) -> dict[tuple[str, ...], int]:
+    """Leaf column index by field path.
+
+    Parquet numbers leaf columns depth-first; walking the schema tree (instead of splitting the
+    dotted ``path`` strings) keeps a column named ``a.b`` apart from field ``b`` of struct ``a``.
+    """
+    schema = metadata.schema
+    leaves: dict[tuple[str, ...], int] = {}
+    counter = [0]
+
+    def walk(arrow_type: pa.DataType, path: tuple[str, ...], in_container: bool) -> None:
+        if pa.types.is_struct(arrow_type):
+            for i in range(arrow_type.num_fields):
+                child = arrow_type.field(i)
+                walk(child.type, (*path, child.name), in_container)
+        elif pa.types.is_map(arrow_type):
+            walk(arrow_type.key_type, path, True)
+            walk(arrow_type.item_type, path, True)
+        elif (
+            pa.types.is_list(arrow_type)
+            or pa.types.is_large_list(arrow_type)
+            or pa.types.is_fixed_size_list(arrow_type)
+        ):
+            walk(arrow_type.value_type, path, True)
+        else:
+            # Leaves inside arrays and maps only take up a number: they get no statistics.
+            if not in_container:
+                leaves[path] = counter[0]
+            counter[0] += 1
+
+    for arrow_field in schema.to_arrow_schema():
+        walk(arrow_field.type, (arrow_field.name,), False)
+    # Should the two numberings ever disagree, no statistics beat wrong ones.
+    if counter[0] != len(schema) or any(
+        schema.column(i).name != path[-1] for path, i in leaves.items()
+    ):
+        return {}
+    return leaves
+
+
+def _collect_struct(
+    metadata: pq.FileMetaData,
+    leaves: dict[tuple[str, ...], int],
+    struct: StructType,
+    prefix: tuple[str, ...],
+    mins: dict[str, Any],
+    maxs: dict[str, Any],
+    nulls: dict[str, Any],
+) -> None:
+    for field in struct.fields:
+        path = (*prefix, field.name)
+        if isinstance(field.type, StructType):
+            sub_min: dict[str, Any] = {}
+            sub_max: dict[str, Any] = {}
+            sub_null: dict[str, Any] = {}
+            _collect_struct(metadata, leaves, field.type, path, sub_min, sub_max, sub_null)
+            for target, sub in ((mins, sub_min), (maxs, sub_max), (nulls, sub_null)):
+                if sub:
+                    target[field.name] = sub
+            continue
+        if not isinstance(field.type, PrimitiveType):
+            continue
+        index = leaves.get(path)
+        if index is None:
+            continue
+        low, high, null_count = _column_stats(metadata, index, field.type)
+        if null_count is not None:
+            nulls[field.name] = null_count
+        if low is not None and high is not None:
+            mins[field.name] = low
+            maxs[field.name] = high
+        elif low is not None:
+            mins[field.name] = low
+
+
+def _column_stats(
+    metadata: pq.FileMetaData, index: int, delta_type: DataType
+) -> tuple[Any, Any, int | None]:
+    """(min, max, nullCount) over all row groups; None where the footer does not tell."""
+    assert isinstance(delta_type, PrimitiveType)
+    type_name = delta_type.name
+    null_count: int | None = 0
+    low: Any = None
+    high: Any = None
+    bounds_known = type_name not in ("binary", "variant")
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        stats = group.column(index).statistics
+        if stats is None or not stats.has_null_count:
+            null_count = None
+        elif null_count is not None:
+            null_count += stats.null_count
+        if not bounds_known:
+            continue
+        if stats is not None and stats.has_null_count and stats.null_count == group.num_rows:
+            continue  # all NULL: no bounds to merge
+        if stats is None or not stats.has_min_max:
+            bounds_known = False
+            continue
+        g_low = _stat_value(stats, "min", type_name)
+        g_high = _stat_value(stats, "max", type_name)
+        if g_low is None or g_high is None:
+            bounds_known = False
+            continue
+        low = g_low if low is None or g_low < low else low
+        high = g_high if high is None or g_high > high else high
+    if not bounds_known or low is None:
+        return None, None, null_count
+    return _render_min(low, type_name), _render_max(high, type_name), null_count
+
+
+def _stat_value(stats: Any, which: str, type_name: str) -> Any:
+    """A footer bound as a comparable Python value, or None when unusable."""
+    raw = getattr(stats, which + "_raw")
+    if type_name == "string":
+        try:
+            return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError:
+            return None
+    if type_name in ("timestamp", "timestamp_ntz"):
+        unit = json.loads(stats.logical_type.to_json()).get("timeUnit")
+        factor = _MICROS_PER_UNIT.get(unit)
+        if not isinstance(raw, int) or factor is None:
+            return None
+        # Nanosecond files: keep nanoseconds, rounding happens on the millisecond level anyway.
+        return ("ns", raw) if factor == 0 else ("us", raw * factor)
+    value = getattr(stats, which)
+    if type_name in ("float", "double"):
+        return float(value) if math.isfinite(float(value)) else None
+    if type_name.startswith("decimal"):
+        return value if isinstance(value, Decimal) else None
+    return value
+
+
+def _render_min(value: Any, type_name: str) -> Any:
+    if type_name == "string":
+        return value[:STRING_STATS_PREFIX]
+    return _render_common(value, type_name, floor=True)
+
+
+def _render_max(value: Any, type_name: str) -> Any:
+    if type_name == "string":
+        if len(value) <= STRING_STATS_PREFIX:
+            return value
+        # prefix + U+10FFFF sorts after every string with that prefix, in UTF-8 byte order as
+        # in code point order, unless the next character is U+10FFFF itself.
+        if value[STRING_STATS_PREFIX] == _MAX_CHAR:
+            return None
+        return value[:STRING_STATS_PREFIX] + _MAX_CHAR
+    return _render_common(value, type_name, floor=False)
+
+
+def _render_common(value: Any, type_name: str, *, floor: bool) -> Any:
+    if type_name in ("timestamp", "timestamp_ntz"):
+        unit, raw = value
+        per_ms = 1_000_000 if unit == "ns" else 1000
+        millis = raw // per_ms if floor else -((-raw) // per_ms)
+        moment = datetime(1970, 1, 1) + timedelta(milliseconds=millis)
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+        return text + "Z" if type_name == "timestamp" else text
+    if type_name == "date":
+        return value.isoformat()
+    return value
+
+
+def _to_json(value: Any) -> str:
+    """Compact JSON in which decimals stay exact numbers."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_to_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return json.dumps(value)

@@ -1,0 +1,90 @@
+"""delta-rs (the ``deltalake`` package) and deltatx on the same tables, both directions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsTable
+from deltalake import write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import deltatx
+from deltatx import DeltaTable
+from deltatx.log.delta_log import DeltaLog
+
+
+def _events(spark: SparkSession, start: int, n: int, day: str) -> DataFrame:
+    return spark.range(start, start + n).select(
+        F.col("id"), F.lit(day).alias("date"), (F.col("id") % 7).cast("int").alias("k")
+    )
+
+
+def _sorted_ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+@pytest.mark.parametrize("partition_by", [None, ["date"]])
+def test_delta_rs_reads_what_deltatx_writes(
+    spark: SparkSession, table_dir: Path, partition_by: list[str] | None
+) -> None:
+    path = str(table_dir)
+    properties = {"delta.checkpointInterval": "3"}
+    for i, day in enumerate(["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]):
+        deltatx.write(
+            _events(spark, i * 10, 10, day),
+            path,
+            partition_by=partition_by,
+            properties=properties if i == 0 else None,
+        )
+    deltatx.write(
+        _events(spark, 500, 4, "2024-01-02"),
+        path,
+        mode="overwrite",
+        replace_where="date = '2024-01-02'",
+    )
+    assert (table_dir / "_delta_log" / "00000000000000000003.checkpoint.parquet").exists()
+    ours = DeltaTable.for_path(spark, path)
+    rs = RsTable(path)
+    assert rs.version() == ours.version() == 4
+    theirs = rs.to_pyarrow_table()
+    assert _sorted_ids(theirs) == sorted(r["id"] for r in ours.to_df().collect())
+    if partition_by:
+        assert rs.metadata().partition_columns == ["date"]
+        jan2 = theirs.filter(pa.compute.equal(theirs.column("date"), "2024-01-02"))
+        assert _sorted_ids(jan2) == [500, 501, 502, 503]
+    assert _sorted_ids(RsTable(path, version=1).to_pyarrow_table()) == list(range(10))
+
+
+def test_deltatx_reads_what_delta_rs_writes(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    for i in range(3):
+        data = pa.table(
+            {
+                "id": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                "date": pa.array([f"2024-01-0{i + 1}"] * 10),
+            }
+        )
+        write_deltalake(path, data, mode="append", partition_by=["date"])
+    rs = RsTable(path)
+    rs.delete("id < 5")
+    rs.create_checkpoint()
+    write_deltalake(
+        path,
+        pa.table({"id": pa.array([100], pa.int64()), "date": ["2024-02-01"]}),
+        mode="append",
+        partition_by=["date"],
+    )
+    rs = RsTable(path)
+    log = DeltaLog.for_table(path)
+    snap = log.snapshot()
+    assert snap.version == rs.version()
+    assert {unquote(f.path) for f in snap.add_files()} == {unquote(p) for p in rs.files()}
+    ours = DeltaTable.for_path(spark, path).to_df()
+    assert sorted(r["id"] for r in ours.collect()) == _sorted_ids(rs.to_pyarrow_table())
+    # and deltatx can keep writing the table delta-rs created
+    deltatx.write(spark.createDataFrame([(200, "2024-03-01")], "id BIGINT, date STRING"), path)
+    assert 200 in _sorted_ids(RsTable(path).to_pyarrow_table())

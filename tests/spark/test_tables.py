@@ -1,0 +1,193 @@
+"""The public facade on real Spark: create, write modes, replace_where, time travel, history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import deltatx
+from deltatx import DeltaTable
+from deltatx.errors import (
+    InvalidArgumentError,
+    InvalidPropertyError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+
+
+def events(spark: SparkSession, day: str, start: int, n: int) -> DataFrame:
+    return spark.range(start, start + n).select(
+        F.col("id"),
+        F.lit(day).alias("date"),
+        (F.col("id") * 1.5).alias("v"),
+    )
+
+
+def rows(df: DataFrame) -> list[tuple[object, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def test_create_write_read_and_time_travel(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    dt = DeltaTable.create(
+        spark, path, schema="id BIGINT, date STRING, v DOUBLE", partition_by=["date"]
+    )
+    assert dt.version() == 0
+    assert dt.to_df().count() == 0
+    assert deltatx.write(events(spark, "2024-01-01", 0, 10), path) == 1
+    assert deltatx.write(events(spark, "2024-01-02", 10, 5), path) == 2
+    pinned = dt.to_df()
+    assert (
+        deltatx.write(
+            events(spark, "2024-01-02", 100, 3),
+            path,
+            mode="overwrite",
+            replace_where="date = '2024-01-02'",
+        )
+        == 3
+    )
+    assert pinned.count() == 15, "a DataFrame keeps the snapshot it was created from"
+    assert dt.to_df().count() == 13
+    assert rows(dt.to_df(version=1)) == rows(events(spark, "2024-01-01", 0, 10))
+    assert dt.to_df(version=2).count() == 15
+    with pytest.raises(VersionNotFoundError):
+        dt.to_df(version=9)
+    hist = dt.history().collect()
+    assert [h["version"] for h in hist] == [3, 2, 1, 0]
+    assert hist[0]["operation"] == "WRITE"
+    assert json.loads(hist[0]["operationParameters"]["predicate"]) == ["date = '2024-01-02'"]
+    assert hist[1]["isBlindAppend"] is True
+    assert hist[0]["isBlindAppend"] is False
+    detail = dt.detail().collect()[0]
+    assert detail["partitionColumns"] == ["date"]
+    assert detail["numFiles"] >= 2
+    assert detail["isolationLevel"] == "WriteSerializable"
+
+
+def test_partition_values_come_from_the_log(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    deltatx.write(events(spark, "2024-01-01", 0, 4), path, partition_by=["date"])
+    snap = DeltaTable.for_path(spark, path).snapshot()
+    assert {f.partition_values["date"] for f in snap.add_files()} == {"2024-01-01"}
+    assert all(f.stats and json.loads(f.stats)["numRecords"] > 0 for f in snap.add_files())
+
+
+def test_replace_where_on_data_column_keeps_other_rows(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    path = str(table_dir)
+    deltatx.write(events(spark, "d", 0, 10), path)
+    new = spark.createDataFrame([(3, "d", 99.0)], "id BIGINT, date STRING, v DOUBLE")
+    deltatx.write(new, path, mode="overwrite", replace_where="id >= 3 AND id < 6")
+    got = DeltaTable.for_path(spark, path).to_df()
+    assert sorted(r["id"] for r in got.collect()) == [0, 1, 2, 3, 6, 7, 8, 9]
+    assert got.filter("id = 3").collect()[0]["v"] == 99.0
+
+
+def test_replace_where_refuses_rows_outside_the_condition(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    path = str(table_dir)
+    deltatx.write(events(spark, "2024-01-01", 0, 3), path, partition_by=["date"])
+    with pytest.raises(InvalidArgumentError, match="replace_where"):
+        deltatx.write(
+            events(spark, "2024-01-09", 0, 3),
+            path,
+            mode="overwrite",
+            replace_where="date = '2024-01-01'",
+        )
+    assert DeltaTable.for_path(spark, path).version() == 0
+
+
+def test_modes_error_ignore_overwrite(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    assert deltatx.write(events(spark, "a", 0, 3), path, mode="error") == 0
+    with pytest.raises(TableAlreadyExistsError):
+        deltatx.write(events(spark, "a", 0, 3), path, mode="error")
+    assert deltatx.write(events(spark, "a", 0, 3), path, mode="ignore") is None
+    assert deltatx.write(events(spark, "b", 50, 2), path, mode="overwrite") == 1
+    assert DeltaTable.for_path(spark, path).to_df().count() == 2
+    with pytest.raises(InvalidArgumentError, match="save mode"):
+        deltatx.write(events(spark, "a", 0, 3), path, mode="upsert")
+
+
+def test_idempotent_writes_skip_a_committed_app_version(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    path = str(table_dir)
+    df = events(spark, "a", 0, 3)
+    assert deltatx.write(df, path, app_id="job-1", app_version=5) == 0
+    assert deltatx.write(df, path, app_id="job-1", app_version=5) is None
+    assert deltatx.write(df, path, app_id="job-1", app_version=4) is None
+    assert deltatx.write(df, path, app_id="job-1", app_version=6) == 1
+    assert DeltaTable.for_path(spark, path).snapshot().app_transaction_version("job-1") == 6
+    assert DeltaTable.for_path(spark, path).to_df().count() == 6
+
+
+def test_schema_enforcement_names_the_column(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    deltatx.write(events(spark, "a", 0, 3), path)
+    extra = events(spark, "a", 0, 1).withColumn("surprise", F.lit(1))
+    with pytest.raises(SchemaMismatchError, match="surprise"):
+        deltatx.write(extra, path)
+    wrong = events(spark, "a", 0, 1).withColumn("v", F.lit("text"))
+    with pytest.raises(SchemaMismatchError, match="v"):
+        deltatx.write(wrong, path)
+    assert DeltaTable.for_path(spark, path).version() == 0
+    assert deltatx.write(extra, path, merge_schema=True) == 1
+    df = DeltaTable.for_path(spark, path).to_df()
+    assert "surprise" in df.columns
+    assert df.filter("surprise IS NULL").count() == 3
+
+
+def test_missing_table_and_bad_properties(spark: SparkSession, table_dir: Path) -> None:
+    with pytest.raises(TableNotFoundError):
+        DeltaTable.for_path(spark, str(table_dir / "nothing"))
+    assert not DeltaTable.is_delta_table(spark, str(table_dir / "nothing"))
+    with pytest.raises(InvalidPropertyError, match="Serializable") as info:
+        DeltaTable.create(
+            spark,
+            str(table_dir),
+            schema="id BIGINT",
+            properties={"delta.isolationLevel": "SnapshotIsolation"},
+        )
+    assert "WriteSerializable" in str(info.value)
+    assert not DeltaTable.is_delta_table(spark, str(table_dir))
+
+
+def test_set_properties_and_add_columns(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    dt = DeltaTable.create(spark, path, schema="id BIGINT")
+    v = dt.set_properties({"delta.isolationLevel": "serializable"})
+    snap = dt.snapshot()
+    assert snap.metadata.configuration["delta.isolationLevel"] == "Serializable"
+    assert v == 1
+    with pytest.raises(InvalidPropertyError):
+        dt.set_properties({"delta.isolationLevel": "Chaos"})
+    assert dt.version() == 1
+    dt.add_columns("note STRING")
+    assert [f.name for f in dt.snapshot().schema.fields] == ["id", "note"]
+    dt.unset_properties(["delta.isolationLevel"])
+    assert "delta.isolationLevel" not in dt.snapshot().metadata.configuration
+
+
+def test_transaction_statements_commit_as_one_version(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    dt = DeltaTable.create(spark, path, schema="id BIGINT, date STRING, v DOUBLE")
+    with dt.begin() as txn:
+        txn.write(events(spark, "a", 0, 3))
+        assert txn.to_df().count() == 3, "a transaction reads its own writes"
+        assert dt.to_df().count() == 0, "nothing is visible before commit"
+        txn.set_properties({"delta.checkpointInterval": "5"})
+    assert dt.version() == 1
+    assert dt.to_df().count() == 3
+    with pytest.raises(RuntimeError), dt.begin() as txn:
+        txn.write(events(spark, "a", 10, 3))
+        raise RuntimeError("boom")
+    assert dt.version() == 1

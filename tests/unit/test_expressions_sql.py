@@ -1,0 +1,196 @@
+"""Spark SQL conditions -> predicate IR (spark/expressions.py), without a JVM."""
+
+from __future__ import annotations
+
+import ast
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from deltatx.errors import InvalidConditionError
+from deltatx.kernel.expressions import (
+    TRUE,
+    And,
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    In,
+    IsNotNull,
+    IsNull,
+    Literal,
+    Not,
+    Opaque,
+    Or,
+)
+from deltatx.kernel.schema import ArrayType, PrimitiveType, StructField, StructType
+from deltatx.spark.expressions import column_sql_text, merge_target_predicate, parse_condition
+
+SCHEMA = StructType(
+    (
+        StructField("id", PrimitiveType("long")),
+        StructField("user_id", PrimitiveType("long")),
+        StructField("date", PrimitiveType("string")),
+        StructField("country", PrimitiveType("string")),
+        StructField("ts", PrimitiveType("timestamp")),
+        StructField("v", PrimitiveType("double")),
+        StructField("tags", ArrayType(PrimitiveType("string"))),
+        StructField("info", StructType((StructField("a", PrimitiveType("integer")),))),
+    )
+)
+
+
+def parse(sql: str, aliases: tuple[str, ...] = ("t",)) -> Expression:
+    return parse_condition(sql, schema=SCHEMA, aliases=aliases)
+
+
+def c(op: str, col: str, value: object) -> Comparison:
+    return Comparison(ComparisonOp(op), Column(col), Literal(value))
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("id = 1", c("=", "id", 1)),
+        ("id != 1", c("!=", "id", 1)),
+        ("id <> 1", c("!=", "id", 1)),
+        ("id < 1", c("<", "id", 1)),
+        ("id <= 1", c("<=", "id", 1)),
+        ("id > -1", c(">", "id", -1)),
+        ("id >= 1.5", c(">=", "id", Decimal("1.5"))),
+        ("v = 1e3", c("=", "v", 1000.0)),
+        ("id <=> NULL", c("<=>", "id", None)),
+        ("ID = 1", c("=", "id", 1)),  # case-insensitive, schema spelling kept
+        ("`date` = '2024-01-01'", c("=", "date", "2024-01-01")),
+        ("t.date = '2024-01-01'", c("=", "date", "2024-01-01")),
+        ("T.date = '2024-01-01'", c("=", "date", "2024-01-01")),
+        ("date = DATE '2024-01-01'", c("=", "date", date(2024, 1, 1))),
+        ("ts > TIMESTAMP '2024-01-01 10:00:00'", c(">", "ts", datetime(2024, 1, 1, 10))),
+        ("id = CAST('7' AS BIGINT)", c("=", "id", 7)),
+        ("date = CAST('2024-01-01' AS DATE)", c("=", "date", date(2024, 1, 1))),
+        ("id IN (1, 2)", In(Column("id"), (Literal(1), Literal(2)))),
+        ("id NOT IN (1)", Not(In(Column("id"), (Literal(1),)))),
+        ("id IS NULL", IsNull(Column("id"))),
+        ("id IS NOT NULL", IsNotNull(Column("id"))),
+        ("id IS TRUE", Comparison(ComparisonOp.NULL_SAFE_EQ, Column("id"), Literal(True))),
+        ("id BETWEEN 1 AND 3", And((c(">=", "id", 1), c("<=", "id", 3)))),
+        ("id NOT BETWEEN 1 AND 3", Not(And((c(">=", "id", 1), c("<=", "id", 3))))),
+        (
+            "id = 1 AND (date = 'a' OR NOT country = 'b')",
+            And((c("=", "id", 1), Or((c("=", "date", "a"), Not(c("=", "country", "b")))))),
+        ),
+        ("TRUE", Literal(True)),
+        ("NULL", Literal(None)),
+    ],
+)
+def test_translation(sql: str, expected: Expression) -> None:
+    assert parse(sql) == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "deterministic", "complex_type"),
+    [
+        ("rand() < 0.5", False, False),
+        ("uuid() = 'x'", False, False),
+        ("upper(country) = 'US'", True, False),
+        ("id + 1 = 2", True, False),
+        ("size(tags) > 1", True, True),
+        ("info.a = 1", True, True),
+        ("array_contains(tags, 'x')", True, True),
+        ("id IN (SELECT id FROM other)", False, False),
+    ],
+)
+def test_opaque(sql: str, deterministic: bool, complex_type: bool) -> None:
+    e = parse(sql)
+    opaques = [n for n in _walk(e) if isinstance(n, Opaque)]
+    assert opaques, e
+    assert all(o.deterministic is deterministic for o in opaques) or not deterministic
+    assert any(o.deterministic is deterministic for o in opaques)
+    assert any(o.complex_type is complex_type for o in opaques)
+
+
+def _walk(e: Expression) -> list[Expression]:
+    out = [e]
+    for attr in ("left", "right", "child", "value"):
+        if hasattr(e, attr) and not isinstance(e, Literal):
+            out += _walk(getattr(e, attr))
+    for attr in ("children", "options"):
+        for child in getattr(e, attr, ()):
+            out += _walk(child)
+    return out
+
+
+def test_source_columns_stay_opaque() -> None:
+    e = parse("t.id = s.id")
+    assert e == Comparison(ComparisonOp.EQ, Column("id"), Opaque("s.id"))
+
+
+def test_unknown_column_names_it_and_lists_columns() -> None:
+    with pytest.raises(InvalidConditionError) as info:
+        parse("nope = 1")
+    msg = str(info.value)
+    assert "'nope'" in msg
+    assert "id, user_id, date, country, ts, v, tags, info" in msg
+
+
+def test_unknown_alias_qualified_column() -> None:
+    with pytest.raises(InvalidConditionError, match=r"'t\.nope'"):
+        parse("t.nope = 1")
+
+
+def test_unknown_column_inside_a_function() -> None:
+    with pytest.raises(InvalidConditionError, match="'missing'"):
+        parse("upper(missing) = 'x'")
+
+
+@pytest.mark.parametrize("sql", ["id = ", "id = 'unterminated", "((id = 1)", "SELECT 1", "   "])
+def test_unparsable_condition_is_quoted(sql: str) -> None:
+    with pytest.raises(InvalidConditionError) as info:
+        parse(sql)
+    if sql.strip():
+        assert sql in str(info.value)
+
+
+def test_column_text() -> None:
+    assert column_sql_text("Column<'(id = 1)'>") == "(id = 1)"
+    assert column_sql_text("id = 1") == "id = 1"
+
+
+def test_merge_target_predicate_seed_000_example() -> None:
+    """Seed 000: add t.date and t.country to the merge condition to make separation explicit."""
+    on = (
+        "s.user_id = t.user_id AND s.date = t.date AND s.country = t.country "
+        "AND t.date = '2024-01-01' AND t.country = 'US'"
+    )
+    e = merge_target_predicate(on, schema=SCHEMA, target_alias="t", source_alias="s")
+    assert e == And((c("=", "date", "2024-01-01"), c("=", "country", "US")))
+
+
+def test_merge_target_predicate_without_target_filter_reads_everything() -> None:
+    """Seed 000: the implicit condition can scan the whole table."""
+    on = "s.user_id = t.user_id AND s.date = t.date AND s.country = t.country"
+    assert merge_target_predicate(on, schema=SCHEMA, target_alias="t", source_alias="s") == TRUE
+
+
+def test_merge_target_predicate_drops_mixed_and_non_deterministic() -> None:
+    on = "t.id = s.id AND (t.date = 'a' OR s.date = 'b') AND rand() < 0.1 AND id > 5"
+    e = merge_target_predicate(on, schema=SCHEMA, target_alias="t", source_alias="s")
+    assert e == c(">", "id", 5)
+
+
+def test_merge_target_predicate_rejects_unknown_target_column() -> None:
+    with pytest.raises(InvalidConditionError, match=r"t\.nope"):
+        merge_target_predicate("t.nope = s.id", schema=SCHEMA, target_alias="t", source_alias="s")
+
+
+def test_module_does_not_import_pyspark_at_import_time() -> None:
+    """Only the Column branch imports pyspark (lazily); the string path needs no JVM."""
+    import deltatx.spark.expressions as module
+
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+    assert not [n for n in names if n.startswith("pyspark")]
