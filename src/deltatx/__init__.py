@@ -30,7 +30,6 @@ from deltatx.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-
 from deltatx.version import __version__
 
 if TYPE_CHECKING:

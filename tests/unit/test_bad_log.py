@@ -134,10 +134,16 @@ def test_corrupt_last_checkpoint_falls_back_to_listing(table: str, content: byte
     assert snapshot_dir(table) == before
 
 
-def test_corrupt_checkpoint_names_the_file(table: str) -> None:
+def test_corrupt_checkpoint_falls_back_to_commits_else_names_the_file(table: str) -> None:
     log = DeltaLog.for_table(table)
     log.checkpoint()
     log_file(table, checkpoint_name(2)).write_bytes(b"PAR1 this is not parquet")
+    # The commits can still rebuild the version: the torn checkpoint is ignored.
+    before = snapshot_dir(table)
+    assert sorted(f.path for f in log.snapshot().add_files()) == ["b", "c", "d"]
+    assert snapshot_dir(table) == before
+    # Without them the checkpoint was the only way: the error names it.
+    log_file(table, commit_name(0)).unlink()
     unchanged(table, log.snapshot, InvalidTableError, r"00000000000000000002\.checkpoint\.parquet")
 
 

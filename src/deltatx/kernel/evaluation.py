@@ -353,7 +353,8 @@ class _FileView:
         if file.stats:
             try:
                 stats = json.loads(file.stats, parse_float=Decimal)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
+                # Unreadable statistics (even hostile nesting) only cost pruning.
                 stats = None
             if isinstance(stats, dict):
                 self.has_stats = True

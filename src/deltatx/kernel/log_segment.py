@@ -55,7 +55,7 @@ def parse_checkpoint_hint(data: bytes) -> CheckpointHint | None:
     """Parses ``_last_checkpoint``; None when it is unreadable (the caller lists instead)."""
     try:
         obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None

@@ -171,9 +171,12 @@ def parse_schema(schema_string: str) -> StructType:
     """
     try:
         obj = json.loads(schema_string)
+        result = _type_from_obj(obj, "schema")
     except json.JSONDecodeError as exc:
         raise InvalidTableError(f"schemaString is not valid JSON: {exc.msg}") from None
-    result = _type_from_obj(obj, "schema")
+    except RecursionError:
+        # Hostile nesting must not escape as a bare RecursionError.
+        raise InvalidTableError("schemaString is nested too deeply") from None
     if not isinstance(result, StructType):
         raise InvalidTableError("schemaString must describe a struct")
     return result

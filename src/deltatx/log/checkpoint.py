@@ -23,6 +23,7 @@ from deltatx.kernel.codec import action_from_json_obj, action_to_json_obj
 from deltatx.kernel.log_paths import LAST_CHECKPOINT, checkpoint_name
 from deltatx.kernel.log_segment import CheckpointHint, parse_checkpoint_hint
 from deltatx.log import _state
+from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import LogStore
 
 TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
@@ -228,8 +229,12 @@ def write_checkpoint(
     """Writes ``<version>.checkpoint.parquet``, then points ``_last_checkpoint`` at it.
 
     The store writes whole files atomically (temporary name, then rename), so no reader sees a
-    half-written checkpoint; two writers of the same checkpoint write identical content, so
-    the last one winning is harmless.
+    half-written checkpoint; two writers of the same version each publish a complete
+    checkpoint of the same state, so whichever rename lands last is as good as the other. A
+    crash between the two writes leaves ``_last_checkpoint`` pointing at an older checkpoint,
+    which is only a shortcut for listing. On a store without atomic whole-file writes a torn
+    checkpoint can appear; :meth:`DeltaLog.snapshot` then falls back to an older checkpoint or
+    to the commits.
 
     Returns:
         The hint that was written to ``_last_checkpoint``.
@@ -245,7 +250,9 @@ def write_checkpoint(
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="snappy")
     data = sink.getvalue().to_pybytes()
-    store.write(f"{log_path}/{checkpoint_name(version)}", data, overwrite=True)
+    with fault_scope("checkpoint"):
+        store.write(f"{log_path}/{checkpoint_name(version)}", data, overwrite=True)
+    fault_point("checkpoint.last_checkpoint")
     hint = CheckpointHint(
         version=version,
         size=table.num_rows,
@@ -258,9 +265,10 @@ def write_checkpoint(
         "sizeInBytes": hint.size_in_bytes,
         "numOfAddFiles": hint.num_of_add_files,
     }
-    store.write(
-        f"{log_path}/{LAST_CHECKPOINT}",
-        json.dumps(pointer, separators=(",", ":")).encode("utf-8"),
-        overwrite=True,
-    )
+    with fault_scope("last_checkpoint"):
+        store.write(
+            f"{log_path}/{LAST_CHECKPOINT}",
+            json.dumps(pointer, separators=(",", ":")).encode("utf-8"),
+            overwrite=True,
+        )
     return hint

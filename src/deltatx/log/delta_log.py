@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import logging
 import urllib.parse
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,8 @@ from deltatx.log.checkpoint import read_checkpoint, read_last_checkpoint, write_
 from deltatx.log.snapshot import CommitData, Snapshot, TableState, empty_state, replay
 from deltatx.storage import store_for
 from deltatx.storage.log_store import FileStatus, LogStore
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +157,29 @@ class DeltaLog:
         )
         return segment, {s.name: s for s in statuses}
 
+    def _segment_skipping(
+        self, version: int | None, skipped: set[int]
+    ) -> tuple[LogSegment, dict[str, FileStatus]] | str:
+        """The segment for ``version`` that uses none of the ``skipped`` checkpoints.
+
+        Returns:
+            The segment and the listing, or why there is none.
+        """
+        statuses = [
+            s
+            for s in self._list()
+            if (f := parse_log_file(s.name)) is None
+            or f.kind is LogFileKind.COMMIT
+            or f.version not in skipped
+        ]
+        try:
+            segment = build_log_segment(
+                [s.name for s in statuses], version=version, table=self.table_path
+            )
+        except (InvalidTableError, VersionNotFoundError, TableNotFoundError) as exc:
+            return str(exc)
+        return segment, {s.name: s for s in statuses}
+
     # -- snapshots -----------------------------------------------------------------------
 
     def snapshot(
@@ -179,8 +205,24 @@ class DeltaLog:
             version = self._version_at(to_millis(timestamp), timestamp)
         segment, statuses = self._segment(version)
         base = empty_state()
-        if segment.checkpoint_files:
-            cp = read_checkpoint(self.store, self.log_path, segment.checkpoint_files)
+        skipped: set[int] = set()
+        while segment.checkpoint_files:
+            try:
+                cp = read_checkpoint(self.store, self.log_path, segment.checkpoint_files)
+            except InvalidTableError as exc:
+                # A torn or corrupt checkpoint (a crash on a store without atomic writes, a
+                # bad copy) is only an optimisation over the commits: fall back to an older
+                # checkpoint or to the commits, as long as they can reconstruct the version.
+                assert segment.checkpoint_version is not None
+                skipped.add(segment.checkpoint_version)
+                fallback = self._segment_skipping(version, skipped)
+                if isinstance(fallback, str):
+                    raise InvalidTableError(
+                        f"{exc}; the log cannot be replayed without it: {fallback}"
+                    ) from None
+                _log.warning("%s; reading the table without that checkpoint", exc)
+                segment, statuses = fallback
+                continue
             base = TableState(
                 protocol=cp.protocol,
                 metadata=cp.metadata,
@@ -191,6 +233,7 @@ class DeltaLog:
                 app_transactions=cp.app_transactions,
                 domain_metadata=cp.domain_metadata,
             )
+            break
         commits = [
             self._read_commit_data(segment.first_commit_version + i, name, statuses.get(name))
             for i, name in enumerate(segment.commit_files)

@@ -119,6 +119,11 @@ def replay(
             raise InvalidTableError(f"{where}: not UTF-8 text (byte {exc.start})") from None
         commit_ts: int | None = None
         saw_protocol = saw_metadata = False
+        if not text.strip():
+            # Every writer puts at least one action in a commit; an empty file is a torn
+            # write on a store without atomic puts, and reading it as "no change" would hide
+            # whatever the commit held.
+            raise InvalidTableError(f"{where}: the commit file is empty")
         for lineno, line in enumerate(text.split("\n"), start=1):
             if not line or line.isspace():
                 continue
@@ -128,6 +133,9 @@ def replay(
                 raise InvalidTableError(
                     f"{where} line {lineno}: not valid JSON ({exc.msg} at column {exc.colno})"
                 ) from None
+            except RecursionError:
+                # Hostile nesting must surface as a typed error, not crash the reader.
+                raise InvalidTableError(f"{where} line {lineno}: JSON nested too deeply") from None
             if type(obj) is not dict or len(obj) != 1:
                 raise InvalidTableError(
                     f"{where} line {lineno}: an action must be a JSON object with exactly one key"
@@ -137,8 +145,11 @@ def replay(
                 if type(body) is not dict or type(body.get("path")) is not str:
                     raise _fail_at(obj, f"{where} line {lineno}", "malformed file action")
                 dv = body.get("deletionVector")
-                if dv is not None and type(dv) is not dict:
-                    raise _fail_at(obj, f"{where} line {lineno}", "malformed deletion vector")
+                if dv is not None:
+                    if type(dv) is not dict:
+                        raise _fail_at(obj, f"{where} line {lineno}", "malformed deletion vector")
+                    # Rare enough to afford the strict codec, which checks the descriptor.
+                    action_from_json_obj(obj, where=f"{where} line {lineno}")
                 entries[_state.dict_key(body)] = (kind == "add", body, where, lineno)
             elif kind == "commitInfo":
                 ts = body.get("timestamp") if type(body) is dict else None

@@ -10,6 +10,7 @@ younger) survive.
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from urllib.parse import unquote
 
@@ -32,6 +33,25 @@ def _relative(root: str, path: str) -> str | None:
     if not real.startswith(root_real.rstrip("/") + "/"):
         return None
     return real[len(root_real.rstrip("/")) + 1 :]
+
+
+def _keep_key(root: str, path: str) -> str:
+    """The walk-relative form of a path in the log, so referenced files are recognised.
+
+    Relative paths are percent-decoded and normalised; absolute paths and ``file:`` URIs under
+    the root become relative (the protocol allows them). Anything else cannot match a file
+    under the root, which is the point: such a path is never a reason to delete.
+    """
+    decoded = unquote(path)
+    if decoded.startswith("file:"):
+        decoded = decoded[len("file:") :]
+        if decoded.startswith("//"):
+            decoded = decoded[2:]
+            decoded = decoded[len("localhost") :] if decoded.startswith("localhost/") else decoded
+    if decoded.startswith("/"):
+        rel = _relative(root, posixpath.normpath(decoded))
+        return decoded if rel is None else rel
+    return posixpath.normpath(decoded)
 
 
 def _hidden(relative: str) -> bool:
@@ -82,16 +102,20 @@ def vacuum(
         )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention_ms
-    keep: set[str] = {unquote(f.path) for f in snapshot.add_files()}
+    root = log.table_path
+    keep: set[str] = set()
     for f in snapshot.add_files():
+        keep.add(_keep_key(root, f.path))
         if f.deletion_vector is not None and f.deletion_vector.storage_type == "u":
             keep.add(_dv_relative_path(f.deletion_vector.path_or_inline_dv))
-    for r in snapshot.tombstones(now_ms=now):
-        if r.deletion_timestamp is None or r.deletion_timestamp > cutoff:
-            keep.add(unquote(r.path))
-            if r.deletion_vector is not None and r.deletion_vector.storage_type == "u":
-                keep.add(_dv_relative_path(r.deletion_vector.path_or_inline_dv))
-    root = log.table_path
+    # Tombstones younger than *this* retention are kept. The snapshot's own view expires them
+    # after the table's retention, which is shorter when a longer retention is asked for, so
+    # it is shifted to the vacuum cutoff: files removed within the retention stay for readers.
+    shifted_now = cutoff + table_retention
+    for r in snapshot.tombstones(now_ms=shifted_now):
+        keep.add(_keep_key(root, r.path))
+        if r.deletion_vector is not None and r.deletion_vector.storage_type == "u":
+            keep.add(_dv_relative_path(r.deletion_vector.path_or_inline_dv))
     doomed: list[tuple[str, int]] = []
     for status in log.store.walk(root):
         rel = _relative(root, status.path)

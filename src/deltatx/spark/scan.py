@@ -99,11 +99,14 @@ def files_to_dataframe(
     partition_set = set(columns)
     data_schema = StructType(tuple(f for f in schema.fields if f.name not in partition_set))
     spark_paths = [_spark_file_path(location, f.path) for f in files]
+    keys = [uri_path_key(p) for p in spark_paths]
+    # Keyed by path alone, a file listed twice (even once relative, once absolute) would have
+    # its rows joined twice.
     seen: set[str] = set()
-    for path in spark_paths:
-        if path in seen:
+    for key, path in zip(keys, spark_paths, strict=True):
+        if key in seen:
             raise InvalidArgumentError(f"File '{path}' is listed twice in one scan.")
-        seen.add(path)
+        seen.add(key)
 
     rows = (
         spark.read.schema(to_spark_schema(data_schema))
@@ -116,7 +119,7 @@ def files_to_dataframe(
     if not columns and not needs_row_index:
         return rows.select(*[quote_column(f.name) for f in schema.fields])
 
-    lookup = _lookup_table(spark, files, spark_paths, columns)
+    lookup = _lookup_table(spark, files, keys, columns)
     rows = rows.select(
         "*",
         F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "").alias(_FILE_KEY),
@@ -155,7 +158,7 @@ def _partition_alias(position: int) -> str:
 def _lookup_table(
     spark: SparkSession,
     files: Sequence[AddFile],
-    spark_paths: Sequence[str],
+    keys: Sequence[str],
     columns: Sequence[str],
 ) -> DataFrame:
     """The broadcast side: file key, file index and each partition value as a string."""
@@ -165,11 +168,11 @@ def _lookup_table(
         *(T.StructField(_partition_alias(i), T.StringType(), True) for i in range(len(columns))),
     ]
     data: list[tuple[str | int | None, ...]] = []
-    for index, (add, path) in enumerate(zip(files, spark_paths, strict=True)):
+    for index, (add, key) in enumerate(zip(files, keys, strict=True)):
         lowered = {k.lower(): v for k, v in add.partition_values.items()}
         # The protocol spells a NULL partition value as null or as "".
         values = [lowered.get(c.lower()) or None for c in columns]
-        data.append((uri_path_key(path), index, *values))
+        data.append((key, index, *values))
     return spark.createDataFrame(data, T.StructType(fields))
 
 

@@ -3,14 +3,37 @@
 A test sets ``DELTATX_FAULT=<point>`` (optionally ``<point>:<n>`` to fire at the n-th pass) in a
 writer process; when that process reaches the point it kills itself with SIGKILL, as a power
 cut would. Unarmed, a fault point costs one dictionary lookup.
+
+The storage layer's points (``log_store.partial_write``, ``log_store.after_link``) fire for every
+file the store writes. A caller that wants them told apart wraps the write in
+:func:`fault_scope`: inside ``fault_scope("checkpoint")`` the store's ``log_store.partial_write``
+also answers to ``checkpoint.partial_write``, so a test can crash a checkpoint half-way without
+also crashing the commit that precedes it.
+
+The points the commit path offers:
+
+- ``commit.before_write``: the data files are written, the commit file is not.
+- ``commit.partial_write`` / ``log_store.partial_write``: the commit's temporary file is half
+  written.
+- ``commit.after_link`` / ``log_store.after_link``: the commit is linked into place, the
+  directory is not yet synced.
+- ``commit.after_write``: the commit is published, the writer has not yet been told.
+- ``checkpoint.partial_write``: the checkpoint's temporary Parquet file is half written.
+- ``checkpoint.after_link``: the checkpoint is renamed into place, the directory not yet synced.
+- ``checkpoint.last_checkpoint``: the checkpoint is complete, ``_last_checkpoint`` not written.
+- ``last_checkpoint.partial_write``: ``_last_checkpoint``'s temporary file is half written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 _counts: dict[str, int] = {}
+_scope: ContextVar[str | None] = ContextVar("deltatx_fault_scope", default=None)
 
 
 def fault_point(name: str) -> None:
@@ -19,8 +42,22 @@ def fault_point(name: str) -> None:
     if not armed:
         return
     point, _, nth = armed.partition(":")
-    if point != name:
+    scope = _scope.get()
+    aliases = [name]
+    if scope is not None and name.startswith("log_store."):
+        aliases.append(f"{scope}.{name[len('log_store.') :]}")
+    if point not in aliases:
         return
-    _counts[name] = _counts.get(name, 0) + 1
-    if _counts[name] >= (int(nth) if nth else 1):
+    _counts[point] = _counts.get(point, 0) + 1
+    if _counts[point] >= (int(nth) if nth else 1):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def fault_scope(scope: str) -> Iterator[None]:
+    """Within the block, the store's ``log_store.<x>`` points also answer to ``<scope>.<x>``."""
+    token = _scope.set(scope)
+    try:
+        yield
+    finally:
+        _scope.reset(token)

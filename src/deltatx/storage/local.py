@@ -53,8 +53,13 @@ class LocalLogStore:
         tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
         try:
             with open(tmp, "wb") as f:
-                f.write(data)
+                # Written in two halves with a flush between, so that a crash armed at the
+                # partial-write point leaves a truly half-written temporary file on disk.
+                half = len(data) // 2
+                f.write(data[:half])
+                f.flush()
                 fault_point("log_store.partial_write")
+                f.write(data[half:])
                 f.flush()
                 if self._fsync:
                     os.fsync(f.fileno())

@@ -1,0 +1,1 @@
+"""deltatx benchmarks: ``make bench`` / ``make bench-quick`` (see benchmarks/README.md)."""

@@ -1,0 +1,583 @@
+"""Cases 1-5: the metadata path (no Spark). Tables are synthetic (see :mod:`benchmarks.synth`).
+
+Every function returns report rows; sizes come from a :class:`MetaSizes` so that the quick
+suite, the full suite and the smoke test share one code path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from benchmarks import rs_workers, synth
+from benchmarks.harness import Figure, Row, Stats, measure, spawn_context
+from deltatx.kernel.actions import AddFile, Metadata
+from deltatx.kernel.codec import parse_commit, serialize_commit
+from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.expressions import (
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    Literal,
+    and_,
+)
+from deltatx.kernel.isolation import IsolationLevel
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.schema import parse_schema
+from deltatx.kernel.transaction import ReadSet
+from deltatx.log.delta_log import DeltaLog
+from deltatx.log.snapshot import Snapshot
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.storage.local import LocalLogStore
+from deltatx.version import __version__ as DELTATX_VERSION
+
+APPEND = Operation(OperationName.WRITE, {"mode": "Append", "partitionBy": "[]"})
+
+
+@dataclass(frozen=True, slots=True)
+class MetaSizes:
+    """Sizes of the metadata cases."""
+
+    base_versions: int = 1000
+    commit_runs: dict[int, int] = field(default_factory=lambda: {1: 200, 100: 50, 10_000: 5})
+    raw_write_runs: int = 200
+    procs: tuple[int, ...] = (1, 2, 4, 8)
+    append_seconds: float = 6.0
+    append_window: float = 1.0
+    load_commits: tuple[int, ...] = (10_000, 100_000)
+    load_runs: int = 3
+    refresh_ks: tuple[int, ...] = (1, 10, 100)
+    refresh_runs: int = 10
+    conflict_winners: tuple[int, ...] = (10, 100, 1000)
+    conflict_files: tuple[int, ...] = (10, 100)
+    conflict_runs: int = 5
+    conflict_predicates: int = 10
+
+
+FULL = MetaSizes()
+QUICK = MetaSizes(
+    commit_runs={1: 40, 100: 10, 10_000: 3},
+    raw_write_runs=50,
+    append_seconds=4.0,
+    load_commits=(1_000, 10_000),
+    refresh_runs=5,
+    conflict_winners=(10, 100, 1000),
+    conflict_runs=3,
+)
+# The smallest sizes that still run every code path (the unit smoke test uses them).
+TINY = MetaSizes(
+    base_versions=20,
+    commit_runs={1: 3},
+    raw_write_runs=3,
+    procs=(1,),
+    append_seconds=1.0,
+    append_window=0.25,
+    load_commits=(50,),
+    load_runs=3,
+    refresh_ks=(1,),
+    refresh_runs=3,
+    conflict_winners=(3,),
+    conflict_files=(2,),
+    conflict_runs=3,
+)
+
+
+def _dx(stats: Stats | None, **extra: Any) -> Figure:
+    return Figure("deltatx", DELTATX_VERSION, stats, dict(extra))
+
+
+def _rs(samples: list[float] | None, version: str, **extra: Any) -> Figure:
+    return Figure("delta-rs", version, Stats.of(samples) if samples else None, dict(extra))
+
+
+def _rs_version() -> str:
+    import deltalake
+
+    return str(deltalake.__version__)
+
+
+def _fresh(path: str) -> str:
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    return path
+
+
+def _base_table(workdir: str, versions: int) -> str:
+    """A ``versions``-version table (one file per commit) with a checkpoint at the latest."""
+    path = _fresh(os.path.join(workdir, f"base-{versions}"))
+    synth.build_table(path, versions)
+    log = DeltaLog.for_table(path, store=LocalLogStore(fsync=False))
+    log.checkpoint(log.snapshot())
+    return path
+
+
+# -- case 1: commit -----------------------------------------------------------------------------
+
+
+def _time_commits(table: str, actions: int, runs: int, *, fsync: bool) -> Stats:
+    log = DeltaLog.for_table(table, store=LocalLogStore(fsync=fsync))
+    state: dict[str, Any] = {"snap": log.snapshot(), "i": 0, "batch": []}
+
+    def setup() -> None:
+        state["snap"] = log.update(state["snap"])
+        state["batch"] = synth.adds(actions, offset=state["i"] * actions, prefix=f"c{state['i']}")
+        state["i"] += 1
+
+    def op() -> None:
+        txn = OptimisticTransaction(log, state["snap"])
+        txn.add_files(state["batch"])
+        txn.record_operation(APPEND, {})
+        txn.commit()
+
+    return measure(op, runs=runs, warmup=2, setup=setup)
+
+
+def _raw_write(directory: str, runs: int, *, fsync: bool, payload: bytes) -> tuple[Stats, Stats]:
+    """Durable write-if-absent: deltatx's LocalLogStore vs the bare syscalls."""
+    os.makedirs(directory, exist_ok=True)
+    store = LocalLogStore(fsync=fsync)
+    counter = iter(range(10**9))
+
+    def via_store() -> None:
+        store.write(os.path.join(directory, f"s-{next(counter):09d}.json"), payload)
+
+    def bare() -> None:
+        target = os.path.join(directory, f"b-{next(counter):09d}.json")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, payload)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if fsync:
+            dfd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+
+    return measure(via_store, runs=runs, warmup=3), measure(bare, runs=runs, warmup=3)
+
+
+def case_commit(workdir: str, sizes: MetaSizes) -> list[Row]:
+    """Case 1: commit of 1/100/10,000 adds on a 1,000-version table with a checkpoint."""
+    base = _base_table(workdir, sizes.base_versions)
+    rs_version = _rs_version()
+    rows: list[Row] = []
+    with spawn_context().Pool(1) as pool:
+        for actions, runs in sizes.commit_runs.items():
+            peer_table = _fresh(os.path.join(workdir, f"commit-rs-{actions}"))
+            shutil.copytree(base, peer_table)
+            rs_samples = pool.apply(rs_workers.rs_commit, (peer_table, actions, runs, 2))
+            for fsync in (False, True):
+                table = _fresh(os.path.join(workdir, f"commit-{actions}-{int(fsync)}"))
+                shutil.copytree(base, table)
+                stats = _time_commits(table, actions, runs, fsync=fsync)
+                peer = _rs(rs_samples, rs_version)
+                row = Row(
+                    case="1 commit",
+                    name=f"commit {actions:,} add(s), {'fsync' if fsync else 'no fsync'}",
+                    size=f"{sizes.base_versions:,}-version table + checkpoint, {actions:,} adds",
+                    unit="s",
+                    deltatx=_dx(stats),
+                    peer=peer,
+                    x=actions,
+                    plot="1 commit latency vs actions" + (" (fsync)" if fsync else ""),
+                )
+                _judge_commit(row, actions, fsync)
+                rows.append(row)
+    payload = serialize_commit([synth.append_info(1), synth.add_file(1)])
+    for fsync in (True, False):
+        store_stats, bare_stats = _raw_write(
+            os.path.join(workdir, f"raw-{int(fsync)}"),
+            sizes.raw_write_runs,
+            fsync=fsync,
+            payload=payload,
+        )
+        rows.append(
+            Row(
+                case="1 commit",
+                name=f"write-if-absent of one commit file, {'fsync' if fsync else 'no fsync'}",
+                size=f"{len(payload)} bytes",
+                unit="s",
+                deltatx=_dx(store_stats, what="LocalLogStore.write (temp file + link)"),
+                peer=Figure(
+                    "disk",
+                    "open(O_EXCL)+write" + ("+fsync(file)+fsync(dir)" if fsync else ""),
+                    bare_stats,
+                ),
+                target="report only (the floor a durable commit stands on)",
+            )
+        )
+    return rows
+
+
+def _judge_commit(row: Row, actions: int, fsync: bool) -> None:
+    ratio = row.ratio
+    fast_enough = None if ratio is None else ratio <= 1 / 25
+    if actions == 1:
+        p50 = 0.004 if fsync else 0.003
+        stats = row.deltatx.stats
+        assert stats is not None
+        row.target = f"p50 <= {p50 * 1000:.0f} ms, p99 <= 15 ms; >= 25x faster than delta-rs"
+        row.met = stats.median <= p50 and stats.p99 <= 0.015 and bool(fast_enough)
+    else:
+        row.target = ">= 25x faster than delta-rs"
+        row.met = fast_enough
+
+
+# -- case 2: concurrent blind appends ----------------------------------------------------------
+
+
+def _run_appenders(
+    target: Callable[..., None], table: str, procs: int, seconds: float
+) -> list[dict[str, Any]]:
+    ctx = spawn_context()
+    barrier = ctx.Barrier(procs)
+    out: Any = ctx.Queue()
+    workers = [
+        ctx.Process(target=target, args=(table, w, seconds, barrier, out)) for w in range(procs)
+    ]
+    for p in workers:
+        p.start()
+    results = [out.get(timeout=seconds + 300) for _ in workers]
+    for p in workers:
+        p.join(timeout=60)
+    return results
+
+
+def _throughput(results: list[dict[str, Any]], window: float) -> tuple[Stats | None, Stats | None]:
+    """Aggregate commits/s per window (the first window is the warm-up) and commit latency."""
+    done = sorted(t for r in results for t in r["done"])
+    latencies = [x for r in results for x in r["latencies"]]
+    if not done:
+        return None, None
+    start = done[0] - 1e-9
+    counts: dict[int, int] = {}
+    for t in done:
+        counts[int((t - start) // window)] = counts.get(int((t - start) // window), 0) + 1
+    last = max(counts)
+    rates = [counts.get(i, 0) / window for i in range(1, last)]  # drop warm-up and tail
+    if len(rates) < 1:
+        rates = [len(done) / max(done[-1] - start, window)]
+    return Stats.of(rates), Stats.of(latencies)
+
+
+def case_concurrent(workdir: str, sizes: MetaSizes) -> list[Row]:
+    """Case 2: 1-8 processes committing metadata-only blind appends for a fixed time."""
+    rs_version = _rs_version()
+    rows: list[Row] = []
+    for procs in sizes.procs:
+        figures: dict[str, Figure] = {}
+        for engine, target in (
+            ("deltatx", rs_workers.deltatx_appender),
+            ("delta-rs", rs_workers.rs_appender),
+        ):
+            table = _fresh(os.path.join(workdir, f"concurrent-{engine}-{procs}"))
+            synth.build_table(table, 100)
+            log = DeltaLog.for_table(table, store=LocalLogStore(fsync=False))
+            log.checkpoint(log.snapshot())
+            start_version = log.snapshot().version
+            results = _run_appenders(target, table, procs, sizes.append_seconds)
+            rate, latency = _throughput(results, sizes.append_window)
+            committed = sum(len(r["done"]) for r in results)
+            failures = sum(r["failures"] for r in results)
+            final = DeltaLog.for_table(table).snapshot()
+            extra: dict[str, Any] = {
+                "commits": committed,
+                "failed_commits": failures,
+                "latency_p50_s": None if latency is None else latency.median,
+                "latency_p99_s": None if latency is None else latency.p99,
+                "versions_published": final.version - start_version,
+                "errors": [e for r in results for e in r["errors"]][:3],
+            }
+            if engine == "deltatx":
+                extra["attempts_per_commit"] = (
+                    sum(r["attempts"] for r in results) / committed if committed else None
+                )
+            version = DELTATX_VERSION if engine == "deltatx" else rs_version
+            figures[engine] = Figure(engine, version, rate, extra)
+        dx = figures["deltatx"]
+        row = Row(
+            case="2 concurrent appends",
+            name=f"{procs} process(es), blind appends, fsync",
+            size=f"{procs} writer(s) x {sizes.append_seconds:.0f} s",
+            unit="commits/s",
+            higher_is_better=True,
+            deltatx=dx,
+            peer=figures["delta-rs"],
+            x=procs,
+            plot="2 aggregate commits per second vs processes",
+            notes=(
+                f"deltatx: {dx.extra['commits']} commits, {dx.extra['failed_commits']} failed, "
+                f"{_fmt_opt(dx.extra.get('attempts_per_commit'))} attempts/commit, "
+                f"p99 latency {_ms(dx.extra['latency_p99_s'])}; delta-rs: "
+                f"{figures['delta-rs'].extra['commits']} commits, "
+                f"{figures['delta-rs'].extra['failed_commits']} failed, p99 latency "
+                f"{_ms(figures['delta-rs'].extra['latency_p99_s'])}"
+            ),
+        )
+        if procs == 4:
+            row.target = ">= 200 commits/s aggregate with 0 failed commits"
+            row.met = (
+                dx.stats is not None and dx.stats.median >= 200 and dx.extra["failed_commits"] == 0
+            )
+        else:
+            row.target = "0 failed commits"
+            row.met = dx.extra["failed_commits"] == 0
+        rows.append(row)
+    return rows
+
+
+def _ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def _fmt_opt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+# -- cases 3 and 4: snapshot load, refresh, checkpoint ---------------------------------------
+
+
+def _load(table: str) -> Snapshot:
+    return DeltaLog.for_table(table).snapshot()
+
+
+def case_snapshot_and_checkpoint(workdir: str, sizes: MetaSizes) -> list[Row]:
+    """Cases 3 and 4 on the same tables: load without, checkpoint, load with, refresh."""
+    rs_version = _rs_version()
+    rows: list[Row] = []
+    with spawn_context().Pool(1) as pool:
+        for commits in sizes.load_commits:
+            table = _fresh(os.path.join(workdir, f"load-{commits}"))
+            synth.build_table(table, commits)
+            size = f"{commits:,} commits, {commits:,} live files"
+            runs = sizes.load_runs
+
+            # 3a: no checkpoint.
+            dx = measure(lambda t=table: _load(t), runs=runs, warmup=1)
+            rs = pool.apply(rs_workers.rs_load, (table, runs, 1))
+            target_s = 0.7 * commits / 10_000 if commits <= 10_000 else 6.0 * commits / 100_000
+            row = Row(
+                case="3 snapshot load",
+                name="load latest snapshot, no checkpoint",
+                size=size,
+                unit="s",
+                deltatx=_dx(dx),
+                peer=_rs(rs, rs_version),
+                x=commits,
+                plot="3 snapshot load vs commits (no checkpoint)",
+            )
+            if commits in (10_000, 100_000):
+                row.target = f"<= {target_s:g} s"
+                row.met = dx.median <= target_s
+            rows.append(row)
+
+            # 4: checkpoint creation from scratch (open the log, replay, write).
+            rs = pool.apply(rs_workers.rs_checkpoint, (table, runs, 1))
+            cp = measure(
+                lambda t=table: DeltaLog.for_table(t).checkpoint(),
+                runs=runs,
+                warmup=1,
+                setup=lambda t=table: synth.remove_checkpoints(t),
+            )
+            snap = _load(table)
+            write_only = measure(lambda s=snap: s.log.checkpoint(s), runs=runs, warmup=1)
+            row = Row(
+                case="4 checkpoint",
+                name="create checkpoint at latest version (load + write)",
+                size=size,
+                unit="s",
+                deltatx=_dx(cp, write_only_median_s=write_only.median),
+                peer=_rs(rs, rs_version),
+                x=commits,
+                plot="4 checkpoint creation vs commits",
+                notes=f"deltatx write only (snapshot already loaded): {_ms(write_only.median)}",
+            )
+            if commits in (10_000, 100_000):
+                limit = 1.5 if commits == 10_000 else 15.0
+                row.target = f"<= {limit:g} s"
+                row.met = cp.median <= limit
+            rows.append(row)
+
+            # 3b: with the checkpoint deltatx just wrote at the latest version.
+            dx = measure(lambda t=table: _load(t), runs=runs, warmup=1)
+            rs = pool.apply(rs_workers.rs_load, (table, runs, 1))
+            peer = _rs(rs, rs_version)
+            row = Row(
+                case="3 snapshot load",
+                name="load latest snapshot, checkpoint at latest",
+                size=f"checkpoint of {commits:,} live files",
+                unit="s",
+                deltatx=_dx(dx),
+                peer=peer,
+                x=commits,
+                plot="3 snapshot load vs live files (checkpoint)",
+                target="no slower than delta-rs",
+            )
+            row.met = None if row.ratio is None else row.ratio <= 1.0
+            rows.append(row)
+
+            # 3c: incremental refresh by k commits.
+            for k in sizes.refresh_ks:
+                rows.append(_refresh_row(pool, table, commits, k, sizes.refresh_runs, rs_version))
+            shutil.rmtree(table, ignore_errors=True)
+    return rows
+
+
+def _refresh_row(pool: Any, table: str, commits: int, k: int, runs: int, rs_version: str) -> Row:
+    log = DeltaLog.for_table(table)
+    state: dict[str, Snapshot] = {"snap": log.snapshot()}
+
+    def setup() -> None:
+        start = state["snap"].version + 1
+        synth.append_commits(table, start, k, first_file=start)
+
+    def op() -> None:
+        state["snap"] = log.update(state["snap"])
+
+    dx = measure(op, runs=runs, warmup=1, setup=setup)
+    rs = pool.apply(rs_workers.rs_refresh, (table, k, runs, 1))
+    limit = 0.0001 * k + 0.002
+    return Row(
+        case="3 snapshot refresh",
+        name=f"DeltaLog.update(snapshot) over {k} new commit(s)",
+        size=f"{commits:,}-file table, k={k}",
+        unit="s",
+        deltatx=_dx(dx),
+        peer=_rs(rs, rs_version, what="DeltaTable.update_incremental()"),
+        x=k,
+        plot=f"3 refresh vs k ({commits:,}-file table)",
+        target=f"<= 0.1 ms x k + 2 ms = {limit * 1000:.1f} ms",
+        met=dx.median <= limit,
+    )
+
+
+# -- case 5: conflict checking ------------------------------------------------------------------
+
+
+def _read_predicates(count: int) -> tuple[Expression, ...]:
+    """Half partition equalities, half id ranges; none matches a winner's file."""
+    part, ident = Column("part"), Column("id")
+    out: list[Expression] = []
+    for j in range(count):
+        if j % 2 == 0:
+            out.append(Comparison(ComparisonOp.EQ, part, Literal(f"r{j}")))
+        else:
+            lo = -(j + 1) * 10_000
+            out.append(
+                and_(
+                    Comparison(ComparisonOp.GE, ident, Literal(lo)),
+                    Comparison(ComparisonOp.LT, ident, Literal(lo + 5_000)),
+                )
+            )
+    return tuple(out)
+
+
+def conflict_fixture(
+    winners: int, files: int, predicates: int
+) -> tuple[PendingCommit, list[bytes], list[WinningCommit]]:
+    """A pending UPDATE-like commit and ``winners`` non-conflicting winning commits."""
+    md: Metadata = synth.METADATA
+    read_files: dict[str, AddFile] = {}
+    for i in range(100):
+        f = synth.add_file(i, prefix="read")
+        read_files[f.path] = f
+    removes = [f.remove(timestamp=synth.BASE_TS) for f in list(read_files.values())[:10]]
+    pending = PendingCommit(
+        read_version=0,
+        read_set=ReadSet(predicates=_read_predicates(predicates), read_files=read_files),
+        actions=(*removes, *synth.adds(10, offset=0, prefix="new")),
+        operation=Operation(OperationName.UPDATE, {"predicate": "[]"}),
+        isolation_level=IsolationLevel.SERIALIZABLE,
+        is_blind_append=False,
+        schema=parse_schema(md.schema_string),
+        partition_columns=md.partition_columns,
+    )
+    raw: list[bytes] = []
+    parsed: list[WinningCommit] = []
+    for w in range(winners):
+        info = replace(synth.append_info(w + 1), is_blind_append=False)
+        actions = [info, *synth.adds(files, offset=w * files, prefix=f"win{w}")]
+        data = serialize_commit(actions)
+        raw.append(data)
+        parsed.append(WinningCommit(version=w + 1, actions=tuple(parse_commit(data, where="w"))))
+    return pending, raw, parsed
+
+
+def check_all(pending: PendingCommit, winners: list[WinningCommit]) -> None:
+    """Runs a fresh checker over every winner (raises if one conflicts)."""
+    checker = ConflictChecker(pending)
+    for w in winners:
+        checker.check(w)
+
+
+def parse_and_check_all(pending: PendingCommit, raw: list[bytes]) -> None:
+    """What a rebase does per winner: parse its JSON, build the view, check."""
+    checker = ConflictChecker(pending)
+    for version, data in enumerate(raw, start=1):
+        checker.check(WinningCommit(version=version, actions=tuple(parse_commit(data, where="w"))))
+
+
+def case_conflicts(sizes: MetaSizes) -> list[Row]:
+    """Case 5: ConflictChecker over W winning commits of F files, 10 read predicates."""
+    rows: list[Row] = []
+    for files in sizes.conflict_files:
+        for winners in sizes.conflict_winners:
+            pending, raw, parsed = conflict_fixture(winners, files, sizes.conflict_predicates)
+            check = measure(lambda p=pending, w=parsed: check_all(p, w), runs=sizes.conflict_runs)
+            full = measure(
+                lambda p=pending, r=raw: parse_and_check_all(p, r), runs=sizes.conflict_runs
+            )
+            actions = winners * files
+            limit = actions * 2e-6 + winners * 1e-4
+            per_action = check.median / actions
+            rows.append(
+                Row(
+                    case="5 conflict checking",
+                    name=f"check {winners:,} winners x {files} adds "
+                    f"vs {sizes.conflict_predicates} predicates",
+                    size=f"{winners:,} commits, {actions:,} actions",
+                    unit="s",
+                    deltatx=_dx(
+                        check,
+                        per_action_s=per_action,
+                        per_commit_s=check.median / winners,
+                        with_parsing_median_s=full.median,
+                    ),
+                    x=winners,
+                    plot=f"5 conflict check vs winning commits ({files} files each)",
+                    target=f"<= 2 us/action + 0.1 ms/commit = {limit * 1000:.2f} ms",
+                    met=check.median <= limit,
+                    notes=(
+                        f"{per_action * 1e6:.2f} us per winning action, "
+                        f"{check.median / winners * 1e3:.3f} ms per winning commit; "
+                        f"with JSON parsing of the winners: {_ms(full.median)} "
+                        "(no peer: delta-rs exposes no conflict checker)"
+                    ),
+                )
+            )
+    return rows
+
+
+def run_all(workdir: str, sizes: MetaSizes, log: Callable[[str], None]) -> list[Row]:
+    """Every metadata case, in order."""
+    rows: list[Row] = []
+    for name, fn in (
+        ("1 commit", lambda: case_commit(workdir, sizes)),
+        ("2 concurrent appends", lambda: case_concurrent(workdir, sizes)),
+        ("3+4 snapshot load and checkpoint", lambda: case_snapshot_and_checkpoint(workdir, sizes)),
+        ("5 conflict checking", lambda: case_conflicts(sizes)),
+    ):
+        t0 = time.perf_counter()
+        log(f"case {name} ...")
+        rows.extend(fn())
+        log(f"case {name} done in {time.perf_counter() - t0:.1f} s")
+    return rows
