@@ -23,7 +23,7 @@ from .workload import PARTITIONS, expected_rows, load_attempts, run_writer
 
 SECONDS = float(
     os.environ.get(
-        "DELTATX_STRESS_SECONDS", "40" if os.environ.get("DELTATX_STRESS_FULL") else "15"
+        "DELTATX_STRESS_SECONDS", "90" if os.environ.get("DELTATX_STRESS_FULL") else "25"
     )
 )
 HERE = Path(__file__).parent
@@ -62,13 +62,21 @@ def test_threads_and_processes_append_and_overwrite(spark: SparkSession, tmp_pat
                 stderr=subprocess.PIPE,
             )
         )
+    errors: list[BaseException] = []
+
+    def guarded(*args: object, **kwargs: object) -> None:
+        try:
+            run_writer(*args, **kwargs)  # type: ignore[arg-type]
+        except BaseException as exc:
+            errors.append(exc)
+
     threads = []
     for n in range(8):
         out = tmp_path / f"thread{n}.jsonl"
         logs.append(out)
         threads.append(
             threading.Thread(
-                target=run_writer,
+                target=guarded,
                 args=(spark, path, f"thread{n}"),
                 kwargs={"seconds": SECONDS, "out": out, "seed": 100 + n},
             )
@@ -77,14 +85,18 @@ def test_threads_and_processes_append_and_overwrite(spark: SparkSession, tmp_pat
         t.start()
     for t in threads:
         t.join()
+    assert not errors, errors
     for p in procs:
         _, stderr = p.communicate(timeout=SECONDS + 240)
         assert p.returncode == 0, stderr.decode()[-3000:]
 
     attempts = load_attempts([f for f in logs if f.exists()])
     acknowledged = [a for a in attempts if a.version is not None]
-    assert len(acknowledged) >= 12, "the workload should have committed a fair amount"
-    assert {a.writer for a in acknowledged} >= {"proc0", "thread0"}
+    assert len(acknowledged) >= 8, "the workload should have committed a fair amount"
+    writers = {a.writer for a in acknowledged}
+    assert any(w.startswith("proc") for w in writers) and any(
+        w.startswith("thread") for w in writers
+    )
     versions = [a.version for a in acknowledged]
     assert len(versions) == len(set(versions)), "two attempts acknowledged the same version"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ def run_writer(spark: Any, path: str, writer: str, *, seconds: float, out: Path,
             except ConcurrentModificationException as exc:
                 error = type(exc).__name__
             record = Attempt(writer, seq, op, part, ids, version, error)
-            log.write(json.dumps(record.__dict__) + "\n")
+            log.write(json.dumps(asdict(record)) + "\n")
             log.flush()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from deltatx.errors import InvalidTableError
+from deltatx.kernel.actions import DeletionVectorDescriptor
 
 _Z85_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = {c: i for i, c in enumerate(_Z85_CHARS)}
@@ -59,3 +60,25 @@ def dv_relative_path(path_or_inline_dv: str) -> str:
     prefix, encoded = path_or_inline_dv[:-20], path_or_inline_dv[-20:]
     name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
     return f"{prefix}/{name}" if prefix else name
+
+
+def check_descriptor(dv: DeletionVectorDescriptor, where: str) -> None:
+    """Refuses a descriptor no writer can have produced (bad type, negative counts).
+
+    Such a descriptor would make a reader return deleted rows or look for the bitmap in the
+    wrong place, so a table state is never built on one. Whether a ``u`` id decodes is checked
+    where the bitmap file is resolved (:func:`dv_relative_path`).
+
+    Raises:
+        InvalidTableError: The descriptor is invalid; the message says where and why.
+    """
+    if dv.storage_type not in ("u", "i", "p"):
+        raise InvalidTableError(f"{where}: unknown deletion vector storageType {dv.storage_type!r}")
+    for name, value in (
+        ("cardinality", dv.cardinality),
+        ("sizeInBytes", dv.size_in_bytes),
+        ("offset", dv.offset),
+        ("maxRowIndex", dv.max_row_index),
+    ):
+        if value is not None and value < 0:
+            raise InvalidTableError(f"{where}: deletion vector {name} is negative ({value})")

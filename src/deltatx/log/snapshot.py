@@ -28,6 +28,7 @@ from deltatx.kernel.actions import (
     SetTransaction,
 )
 from deltatx.kernel.codec import action_from_json_obj
+from deltatx.kernel.deletion_vectors import check_descriptor
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.features import check_readable
 from deltatx.kernel.properties import TableProperties
@@ -148,8 +149,10 @@ def replay(
                 if dv is not None:
                     if type(dv) is not dict:
                         raise _fail_at(obj, f"{where} line {lineno}", "malformed deletion vector")
-                    # Rare enough to afford the strict codec, which checks the descriptor.
-                    action_from_json_obj(obj, where=f"{where} line {lineno}")
+                    # Rare enough to afford the strict codec and a check of the descriptor.
+                    action = action_from_json_obj(obj, where=f"{where} line {lineno}")
+                    if isinstance(action, AddFile | RemoveFile) and action.deletion_vector:
+                        check_descriptor(action.deletion_vector, f"{where} line {lineno}")
                 entries[_state.dict_key(body)] = (kind == "add", body, where, lineno)
             elif kind == "commitInfo":
                 ts = body.get("timestamp") if type(body) is dict else None
