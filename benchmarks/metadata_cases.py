@@ -139,7 +139,7 @@ def _time_commits(table: str, actions: int, runs: int, *, fsync: bool) -> Stats:
 
 def _raw_write(directory: str, runs: int, *, fsync: bool, payload: bytes) -> tuple[Stats, Stats]:
     """Durable write-if-absent: deltatx's LocalLogStore vs the bare syscalls."""
-    os.makedirs(directory, exist_ok=True)
+    os.makedirs(_fresh(directory))
     store = LocalLogStore(fsync=fsync)
     counter = iter(range(10**9))
 

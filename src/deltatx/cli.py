@@ -70,7 +70,7 @@ def demo(
     quick: Annotated[bool, typer.Option("--quick", help="Run a small subset.")] = False,
 ) -> None:
     """Run the main job on local Spark and local files."""
-    from deltatx.demo import run_demo
+    from deltatx.demo.main import run_demo
 
     result = run_demo(directory, quick=quick, console=console)
     if result.disagreements:

@@ -63,7 +63,11 @@ class _Fields:
         return self._get(key, (str,), required)
 
     def integer(self, key: str, *, required: bool = False) -> Any:
-        return self._get(key, (int,), required)
+        value = self._get(key, (int,), required)
+        # The protocol's integers are Java longs; anything wider cannot be a real value.
+        if value is not None and not -(2**63) <= value < 2**63:
+            raise InvalidTableError(f"{self._where}: field '{key}' is out of the int64 range")
+        return value
 
     def boolean(self, key: str, *, required: bool = False) -> Any:
         return self._get(key, (bool,), required)
@@ -84,6 +88,11 @@ class _Fields:
                     f"{self._where}: '{key}.{k}' must be a string, got {type(v).__name__}"
                 )
         return dict(value)
+
+    @property
+    def where(self) -> str:
+        """Where the object was read from (file, line and action), for error messages."""
+        return self._where
 
     def raw(self, key: str) -> Any:
         self._seen.add(key)
@@ -189,7 +198,7 @@ def _add_from(f: _Fields) -> AddFile:
         data_change=f.boolean("dataChange", required=True),
         stats=f.text("stats"),
         tags=f.str_map("tags", nullable=True),
-        deletion_vector=None if dv is None else _dv_from(dv, "add"),
+        deletion_vector=None if dv is None else _dv_from(dv, f.where),
         base_row_id=f.integer("baseRowId"),
         default_row_commit_version=f.integer("defaultRowCommitVersion"),
         clustering_provider=f.text("clusteringProvider"),
@@ -226,7 +235,7 @@ def _remove_from(f: _Fields) -> RemoveFile:
         size=f.integer("size"),
         stats=f.text("stats"),
         tags=f.str_map("tags", nullable=True),
-        deletion_vector=None if dv is None else _dv_from(dv, "remove"),
+        deletion_vector=None if dv is None else _dv_from(dv, f.where),
         base_row_id=f.integer("baseRowId"),
         default_row_commit_version=f.integer("defaultRowCommitVersion"),
         extra=f.extra(),

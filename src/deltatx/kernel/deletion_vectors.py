@@ -1,11 +1,21 @@
-"""Deletion vectors: Z85 encoding and where a descriptor's bitmap lives."""
+"""Deletion vectors: Z85, DV file framing, and descriptors (where a row set lives).
+
+The bitmap codec is :mod:`deltatx.kernel.roaring`; this module frames bitmaps into DV files
+(version byte, then per DV a big-endian size, the bitmap and a big-endian CRC-32) and builds
+and resolves the three kinds of descriptor: ``i`` inline (Z85 of the bitmap), ``u`` a file
+named by a UUID relative to the table root, ``p`` an absolute path. No I/O happens here.
+"""
 
 from __future__ import annotations
 
+import struct
 import uuid
+import zlib
+from collections.abc import Iterable, Sequence
 
-from deltatx.errors import InvalidTableError
+from deltatx.errors import InvalidArgumentError, InvalidTableError
 from deltatx.kernel.actions import DeletionVectorDescriptor
+from deltatx.kernel.roaring import deserialize, serialize
 
 _Z85_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = {c: i for i, c in enumerate(_Z85_CHARS)}
@@ -82,3 +92,139 @@ def check_descriptor(dv: DeletionVectorDescriptor, where: str) -> None:
     ):
         if value is not None and value < 0:
             raise InvalidTableError(f"{where}: deletion vector {name} is negative ({value})")
+
+
+# -- DV files ------------------------------------------------------------------------------------
+
+DV_FILE_VERSION = 1
+# The first DV of a file starts after the version byte.
+FIRST_DV_OFFSET = 1
+
+
+def frame_dv_file(bitmaps: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """A DV file holding ``bitmaps``: version byte, then per bitmap size, bytes and CRC-32.
+
+    Sizes and checksums are big-endian (PROTOCOL.md, "Deletion Vector File Storage Format").
+
+    Returns:
+        The file's bytes and, per bitmap, the offset a descriptor records (of its size field).
+    """
+    out = bytearray([DV_FILE_VERSION])
+    offsets: list[int] = []
+    for bitmap in bitmaps:
+        offsets.append(len(out))
+        out += struct.pack(">I", len(bitmap))
+        out += bitmap
+        out += struct.pack(">I", zlib.crc32(bitmap) & 0xFFFFFFFF)
+    return bytes(out), offsets
+
+
+def unframe_dv(data: bytes, offset: int, size: int, *, where: str) -> bytes:
+    """The bitmap stored at ``offset`` of a DV file, its size and checksum verified.
+
+    Args:
+        data: The whole DV file (or at least up to the end of this DV).
+        offset: The descriptor's offset (of the size field); absent means 1 here.
+        size: The descriptor's ``sizeInBytes``.
+        where: Names the file in error messages.
+
+    Raises:
+        InvalidTableError: Unknown version, truncated data, a size that disagrees with the
+            descriptor, or a bad checksum; the message names the file and offset.
+    """
+    at = f"{where} at offset {offset}"
+    if not data:
+        raise InvalidTableError(f"{at}: the deletion vector file is empty")
+    if data[0] != DV_FILE_VERSION:
+        raise InvalidTableError(f"{at}: unknown deletion vector file version {data[0]}")
+    if offset < 1 or offset + 4 > len(data):
+        raise InvalidTableError(f"{at}: offset is outside the file ({len(data)} bytes)")
+    (stored,) = struct.unpack(">I", data[offset : offset + 4])
+    if stored != size:
+        raise InvalidTableError(
+            f"{at}: the file stores a {stored}-byte deletion vector, the log says {size}"
+        )
+    end = offset + 4 + size
+    if end + 4 > len(data):
+        raise InvalidTableError(f"{at}: the deletion vector is truncated")
+    bitmap = data[offset + 4 : end]
+    (crc,) = struct.unpack(">I", data[end : end + 4])
+    if zlib.crc32(bitmap) & 0xFFFFFFFF != crc:
+        raise InvalidTableError(f"{at}: deletion vector checksum mismatch (corrupt file)")
+    return bitmap
+
+
+# -- descriptors ---------------------------------------------------------------------------------
+
+
+def new_dv_file_id(prefix: str = "") -> tuple[str, str]:
+    """A fresh DV file: its ``pathOrInlineDv`` (``prefix`` + Z85 UUID) and relative path."""
+    if prefix and (len(prefix) > 20 or not prefix.isalnum()):
+        raise InvalidArgumentError(f"deletion vector prefix {prefix!r} must be short alphanumeric")
+    encoded = prefix + z85_encode(uuid.uuid4().bytes)
+    return encoded, dv_relative_path(encoded)
+
+
+def stored_descriptor(
+    path_or_inline_dv: str, offset: int, bitmap: bytes, cardinality: int, max_row_index: int
+) -> DeletionVectorDescriptor:
+    """The ``u`` (or, for an absolute URI, ``p``) descriptor of a bitmap stored in a file."""
+    storage = "p" if "://" in path_or_inline_dv or path_or_inline_dv.startswith("/") else "u"
+    return DeletionVectorDescriptor(
+        storage_type=storage,
+        path_or_inline_dv=path_or_inline_dv,
+        size_in_bytes=len(bitmap),
+        cardinality=cardinality,
+        offset=offset,
+        max_row_index=max_row_index,
+    )
+
+
+def inline_descriptor(rows: Iterable[int]) -> DeletionVectorDescriptor:
+    """An ``i`` descriptor: the bitmap itself, Z85-encoded, in the log (for tiny vectors)."""
+    values = sorted(set(rows))
+    bitmap = serialize(values)
+    return DeletionVectorDescriptor(
+        storage_type="i",
+        path_or_inline_dv=z85_encode(bitmap),
+        size_in_bytes=len(bitmap),
+        cardinality=len(values),
+        max_row_index=values[-1] if values else None,
+    )
+
+
+def inline_rows(dv: DeletionVectorDescriptor, *, where: str) -> list[int]:
+    """The rows of an ``i`` descriptor (the Z85 padding is cut at ``sizeInBytes``)."""
+    raw = z85_decode(dv.path_or_inline_dv)
+    if dv.size_in_bytes > len(raw):
+        raise InvalidTableError(
+            f"{where}: inline deletion vector is {len(raw)} bytes, sizeInBytes says "
+            f"{dv.size_in_bytes}"
+        )
+    return check_rows(deserialize(raw[: dv.size_in_bytes], where=where), dv, where=where)
+
+
+def check_rows(rows: list[int], dv: DeletionVectorDescriptor, *, where: str) -> list[int]:
+    """Refuses a decoded row set that disagrees with its descriptor (a corrupt table).
+
+    Raises:
+        InvalidTableError: The cardinality differs, or a row is above ``maxRowIndex``.
+    """
+    if len(rows) != dv.cardinality:
+        raise InvalidTableError(
+            f"{where}: deletion vector holds {len(rows)} rows, its descriptor says {dv.cardinality}"
+        )
+    if rows and dv.max_row_index is not None and rows[-1] > dv.max_row_index:
+        raise InvalidTableError(
+            f"{where}: deletion vector row {rows[-1]} is above maxRowIndex {dv.max_row_index}"
+        )
+    return rows
+
+
+def descriptor_location(dv: DeletionVectorDescriptor) -> str:
+    """Where a stored descriptor's file is: table-relative for ``u``, the URI for ``p``."""
+    if dv.storage_type == "u":
+        return dv_relative_path(dv.path_or_inline_dv)
+    if dv.storage_type == "p":
+        return dv.path_or_inline_dv
+    raise InvalidArgumentError(f"an inline deletion vector has no file (type {dv.storage_type!r})")

@@ -25,6 +25,12 @@ class ReadSet:
             a predicate); any added or removed file conflicts.
         read_app_ids: Application ids whose last committed version the transaction asked for.
         read_metadata: The transaction read the table's metadata.
+        row_level_rows: Row-level concurrency: per file that a deletion-vector DML read, the
+            physical row indexes its conditions matched (and that it changed). A winner that
+            only added other rows to such a file's deletion vector does not conflict.
+        row_level_fallback: Why row-level concurrency does not apply (a seed 000 limitation,
+            e.g. a non-deterministic condition), or None; with a reason, every file read is
+            judged at file level and the conflict hint says why.
     """
 
     predicates: tuple[Expression, ...] = ()
@@ -32,6 +38,8 @@ class ReadSet:
     read_whole_table: bool = False
     read_app_ids: frozenset[str] = frozenset()
     read_metadata: bool = False
+    row_level_rows: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    row_level_fallback: str | None = None
 
     @property
     def depends_on_files(self) -> bool:
@@ -53,6 +61,8 @@ class ReadTracker:
         self._whole_table = False
         self._app_ids: set[str] = set()
         self._metadata = False
+        self._row_level: dict[str, set[int]] = {}
+        self._fallback: str | None = None
 
     def record_scan(self, predicate: Expression, files: Iterable[AddFile]) -> None:
         """Records a scan: its predicate (``TRUE`` for a full scan) and the files it returned."""
@@ -84,6 +94,25 @@ class ReadTracker:
         """Records that the transaction read the table's metadata."""
         self._metadata = True
 
+    def record_row_level(
+        self, files: Iterable[AddFile], matched: Mapping[str, Iterable[int]]
+    ) -> None:
+        """Records a deletion-vector DML's reads at row level.
+
+        Args:
+            files: Every file the statement read (matched rows or not).
+            matched: Per path, the physical row indexes its conditions matched and it changed.
+        """
+        for f in files:
+            self._row_level.setdefault(f.path, set())
+        for path, rows in matched.items():
+            self._row_level.setdefault(path, set()).update(rows)
+
+    def record_row_level_fallback(self, reason: str) -> None:
+        """Records that row-level concurrency cannot apply to this transaction, and why."""
+        if self._fallback is None:
+            self._fallback = reason
+
     def freeze(self) -> ReadSet:
         """The read set as recorded so far."""
         return ReadSet(
@@ -92,6 +121,8 @@ class ReadTracker:
             read_whole_table=self._whole_table,
             read_app_ids=frozenset(self._app_ids),
             read_metadata=self._metadata,
+            row_level_rows=MappingProxyType({p: frozenset(r) for p, r in self._row_level.items()}),
+            row_level_fallback=self._fallback,
         )
 
 

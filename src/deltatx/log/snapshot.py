@@ -204,7 +204,8 @@ def _build(entries: dict[str, _FileEntry], is_add: bool, table: str) -> tuple[pa
     try:
         result = build(bodies)
         bad = _state.missing_required(result, required)
-    except (pa.ArrowException, TypeError, ValueError):
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        # OverflowError: an integer beyond int64, which pyarrow does not wrap.
         bad = True
     if bad:
         kind = "add" if is_add else "remove"

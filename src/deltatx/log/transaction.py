@@ -10,7 +10,7 @@ publish as one version or not at all.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -154,6 +154,25 @@ class OptimisticTransaction:
         self._check_active()
         self.tracker.record_partition_predicate(predicate)
 
+    def record_row_level(self, files: list[AddFile], matched: Mapping[str, Iterable[int]]) -> None:
+        """Records a deletion-vector DML's reads and matched rows (row-level concurrency)."""
+        self._check_active()
+        self.tracker.record_row_level(files, matched)
+
+    def record_row_level_fallback(self, reason: str) -> None:
+        """Records why row-level concurrency cannot apply; conflicts are then per file."""
+        self._check_active()
+        self.tracker.record_row_level_fallback(reason)
+
+    @property
+    def deletion_vectors_enabled(self) -> bool:
+        """Whether DML should write deletion vectors (property on and protocol feature named)."""
+        from deltatx.kernel.features import writer_features
+
+        return self.properties.enable_deletion_vectors and "deletionVectors" in writer_features(
+            self.protocol
+        )
+
     def app_transaction_version(self, app_id: str) -> int | None:
         """The latest version committed by ``app_id``, recording that it was looked up."""
         self._check_active()
@@ -262,6 +281,7 @@ class OptimisticTransaction:
             TransactionStateError: The transaction already committed or aborted.
         """
         self._check_active()
+        self._check_upgrade_alone()
         try:
             self.result = commit(
                 self.log,
@@ -277,6 +297,28 @@ class OptimisticTransaction:
             raise
         self.state = TransactionState.COMMITTED
         return self.result.version
+
+    def _check_upgrade_alone(self) -> None:
+        """Refuses a protocol upgrade of an existing table committed together with data.
+
+        Seed 000: a protocol change fails every concurrent write, and readers that cannot read
+        the new protocol must not lose data silently; keeping the upgrade in a commit of its
+        own makes it a pure metadata step that can be retried on its own.
+
+        Raises:
+            InvalidArgumentError: Data changes are staged with the upgrade.
+        """
+        if self._protocol is None or self.snapshot is None:
+            return
+        staged: list[AddFile | RemoveFile] = [*self._adds.values(), *self._removes.values()]
+        data = [a for a in staged if a.data_change]
+        if data:
+            raise InvalidArgumentError(
+                "this transaction upgrades the table protocol (e.g. by setting "
+                "delta.enableDeletionVectors) and also changes data; commit the property "
+                "change in a transaction of its own first (dt.set_properties(...)), then the "
+                "data change. Nothing was committed."
+            )
 
     def abort(self) -> None:
         """Drops the staged work; the data files it wrote stay invisible for VACUUM."""

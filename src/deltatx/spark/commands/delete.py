@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.expressions import to_sql
+from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import DeleteMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
@@ -20,7 +20,9 @@ from deltatx.spark.commands.common import (
     file_metrics,
     validate_condition,
 )
+from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import match_counts, read_addressed, without_address
+from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.write import write_files
 
 
@@ -49,6 +51,22 @@ def stage_delete(
     if predicate is None or covers_whole_files(predicate, txn.partition_columns):
         removed = list(candidates)
         deleted_rows, _ = file_metrics(removed)
+    elif txn.deletion_vectors_enabled:
+        assert condition is not None
+        hit = F.coalesce(condition_column(condition), F.lit(False))
+        matched = collect_addresses(read_addressed(spark, txn, candidates).filter(hit))
+        changes = mark_deleted(txn, candidates, matched)
+        record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
+        metrics = DeleteMetrics(
+            num_removed_files=changes.removed_files,
+            num_deleted_rows=changes.rows,
+            num_deletion_vectors_added=changes.dvs_added,
+            num_deletion_vectors_removed=sum(
+                1 for i in matched if candidates[i].deletion_vector is not None
+            ),
+            execution_time_ms=int((time.monotonic() - started) * 1000),
+        )
+        return _record(txn, predicate, metrics)
     else:
         assert condition is not None
         cond = condition_column(condition)
@@ -78,6 +96,12 @@ def stage_delete(
         num_copied_rows=copied_rows,
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
+    return _record(txn, predicate, metrics)
+
+
+def _record(
+    txn: OptimisticTransaction, predicate: Expression | None, metrics: DeleteMetrics
+) -> DeleteMetrics:
     params = {"predicate": [to_sql(predicate)] if predicate is not None else []}
     txn.record_operation(Operation(OperationName.DELETE, params), metrics.to_operation_metrics())
     return metrics

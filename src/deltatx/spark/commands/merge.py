@@ -28,7 +28,9 @@ from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import condition_column, to_delta_schema, to_spark_schema
+from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.expressions import merge_target_predicate
 from deltatx.spark.schema import quote_column
 from deltatx.spark.write import write_files
@@ -163,9 +165,21 @@ def stage_merge(
         inserts = {i for i, c in enumerate(clauses) if c.kind is ClauseKind.NOT_MATCHED_INSERT}
         deletes = {i for i, c in enumerate(clauses) if c.kind.value.endswith("delete")}
         updates = {i for i, c in enumerate(clauses) if c.kind.value.endswith("update")}
-        keep = (
-            F.col(FILE_INDEX_COLUMN).isin(sorted(touched)) if touched else F.lit(False)
-        ) | F.col(_ACTION).isin(sorted(inserts) or [-99])
+        use_dvs = txn.deletion_vectors_enabled
+        changed: dict[int, list[int]] = {}
+        if use_dvs and touched:
+            # Deletion vectors: the changed target rows are marked deleted and only the new
+            # versions (updates) and inserts are written; no unchanged row is copied.
+            changed = collect_addresses(
+                classified.filter(F.col(_IN_TARGET).isNotNull() & (F.col(_ACTION) >= 0)).select(
+                    FILE_INDEX_COLUMN, ROW_INDEX_COLUMN
+                )
+            )
+            keep = F.col(_ACTION).isin(sorted(inserts | updates) or [-99])
+        else:
+            keep = (
+                F.col(FILE_INDEX_COLUMN).isin(sorted(touched)) if touched else F.lit(False)
+            ) | F.col(_ACTION).isin(sorted(inserts) or [-99])
         result = classified.filter(keep & ~F.col(_ACTION).isin(sorted(deletes) or [-99]))
         result = result.filter(F.col(_ACTION) != _DROP).select(*out_columns)
         added = []
@@ -178,10 +192,16 @@ def stage_merge(
             )
     finally:
         classified.unpersist()
-    removed = [candidates[i] for i in sorted(touched)]
-    txn.remove_files(removed)
+    if use_dvs:
+        dv_changes = mark_deleted(txn, candidates, changed)
+        record_row_level(txn, candidates, changed, predicate=predicate, condition=condition)
+        removed = [candidates[i] for i in sorted(touched)][: dv_changes.removed_files]
+        copied_in_touched = 0
+    else:
+        removed = [candidates[i] for i in sorted(touched)]
+        txn.remove_files(removed)
+        copied_in_touched = _copied_rows(counts, touched)
     txn.add_files(added)
-    copied_in_touched = _copied_rows(counts, touched)
     metrics = MergeMetrics(
         num_added_files=len(added),
         num_removed_files=len(removed),

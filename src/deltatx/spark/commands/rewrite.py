@@ -38,13 +38,20 @@ class FileMatches:
 def read_addressed(
     spark: SparkSession, txn: OptimisticTransaction, files: Sequence[AddFile]
 ) -> DataFrame:
-    """The rows of ``files`` with each row's file index and row index as extra columns."""
+    """The live rows of ``files`` with each row's file index and row index as extra columns.
+
+    Rows deleted by a file's deletion vector are dropped; row indexes stay physical (they
+    count deleted rows too), which is what a new deletion vector records.
+    """
+    from deltatx.spark.deletion_vectors import deleted_rows_filter
+
     return files_to_dataframe(
         spark,
         table_path=txn.log.table_path,
         files=files,
         schema=txn.schema,
         partition_columns=txn.partition_columns,
+        row_filter=deleted_rows_filter(spark, txn.log, files),
         with_address=True,
     )
 

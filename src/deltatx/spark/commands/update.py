@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from deltatx.kernel.expressions import to_sql
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
@@ -18,7 +19,9 @@ from deltatx.spark.commands.common import (
     validate_assignments,
     validate_condition,
 )
+from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import match_counts, read_addressed, without_address
+from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.schema import quote_column
 from deltatx.spark.write import write_files
 
@@ -51,6 +54,10 @@ def stage_update(
         F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
     )
     candidates = txn.scan(predicate)
+    if txn.deletion_vectors_enabled:
+        dv_metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
+        record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
+        return _record(txn, predicate, dv_metrics)
     matches = match_counts(spark, txn, candidates, cond)
     touched = [m.file for m in matches]
     added = []
@@ -81,6 +88,57 @@ def stage_update(
         num_copied_rows=sum(m.total - m.matched for m in matches),
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
+    return _record(txn, predicate, metrics)
+
+
+def _updated_columns(
+    txn: OptimisticTransaction, cond: Column, assignments: Mapping[str, Column]
+) -> list[Column]:
+    return [
+        F.when(cond, assignments[f.name]).otherwise(F.col(quote_column(f.name))).alias(f.name)
+        if f.name in assignments
+        else F.col(quote_column(f.name))
+        for f in txn.schema.fields
+    ]
+
+
+def _stage_dv_update(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    cond: Column,
+    assignments: Mapping[str, Column],
+    started: float,
+) -> tuple[UpdateMetrics, dict[int, list[int]]]:
+    """UPDATE with deletion vectors: old versions marked deleted, new versions appended.
+
+    Only the matched rows are written (to new files); no unchanged row is copied.
+    """
+    hit_rows = read_addressed(spark, txn, candidates).filter(cond)
+    matched = collect_addresses(hit_rows)
+    added: list[AddFile] = []
+    if matched:
+        added = write_files(
+            without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments)),
+            table_path=txn.log.table_path,
+            partition_columns=txn.partition_columns,
+            schema=txn.schema,
+        )
+    changes = mark_deleted(txn, candidates, matched)
+    txn.add_files(added)
+    metrics = UpdateMetrics(
+        num_added_files=len(added),
+        num_removed_files=changes.removed_files,
+        num_updated_rows=changes.rows,
+        num_copied_rows=0,
+        execution_time_ms=int((time.monotonic() - started) * 1000),
+    )
+    return metrics, matched
+
+
+def _record(
+    txn: OptimisticTransaction, predicate: Expression | None, metrics: UpdateMetrics
+) -> UpdateMetrics:
     params = {"predicate": [to_sql(predicate)] if predicate is not None else []}
     txn.record_operation(Operation(OperationName.UPDATE, params), metrics.to_operation_metrics())
     return metrics

@@ -7,48 +7,43 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from rich.console import Console
 from rich.table import Table
 
-from deltatx.errors import DeltaError
-from deltatx.spark.session import spark_session
 from deltatx.tables import DeltaTable, write
 
 
 @dataclass(frozen=True, slots=True)
-class DemoResult:
-    """What the demo did: the tables it left behind and whether everything agreed."""
+class PipelineResult:
+    """What the pipeline did: the table it left behind and whether everything agreed."""
 
-    directory: Path
+    table: Path
     disagreements: int
     seconds: float
 
 
-def _events(spark: object, day: str, countries: list[str], start: int, n: int) -> object:
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
-    assert isinstance(spark, SparkSession)
-    df = spark.range(start, start + n).select(
+def _events(spark: SparkSession, day: str, countries: list[str], start: int, n: int) -> DataFrame:
+    country = F.element_at(
+        F.array(*[F.lit(c) for c in countries]), (F.col("id") % len(countries) + 1).cast("int")
+    )
+    return spark.range(start, start + n).select(
         F.col("id").alias("event_id"),
         F.lit(day).alias("date"),
-        F.element_at(
-            F.array(*[F.lit(c) for c in countries]), (F.col("id") % len(countries) + 1).cast("int")
-        ).alias("country"),
+        country.alias("country"),
         (F.col("id") * 7 % 100).cast("double").alias("amount"),
     )
-    return df
 
 
-def run_demo(directory: Path, *, quick: bool = False, console: Console | None = None) -> DemoResult:
-    """Runs the pipeline under ``directory`` and prints what happened.
+def run_pipeline(spark: SparkSession, directory: Path, *, console: Console) -> PipelineResult:
+    """Runs the events pipeline under ``directory`` and prints what happened.
 
     Returns:
         A summary; ``disagreements`` counts observed behaviours that differ from the seeds.
     """
-    out = console or Console()
+    out = console
     started = time.monotonic()
-    spark = spark_session()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "events"
     if path.exists():
@@ -65,11 +60,11 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
     out.print(f"created {path} (version {table.version()})")
     batches = [("2024-01-01", 0), ("2024-01-02", 1000), ("2024-01-03", 2000)]
     for day, start in batches:
-        v = write(_events(spark, day, ["US", "FR", "JP"], start, 300), str(path), mode="append")  # type: ignore[arg-type]
+        v = write(_events(spark, day, ["US", "FR", "JP"], start, 300), str(path), mode="append")
         out.print(f"appended 300 events for {day}: version {v}")
     before = table.to_df().count()
     v = write(
-        _events(spark, "2024-01-02", ["US"], 5000, 50),  # type: ignore[arg-type]
+        _events(spark, "2024-01-02", ["US"], 5000, 50),
         str(path),
         mode="overwrite",
         replace_where="date = '2024-01-02'",
@@ -118,8 +113,8 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
         )
     out.print(hist)
     seconds = time.monotonic() - started
-    out.print(f"tables left in {directory}; {disagreements} disagreement(s); {seconds:.1f}s")
-    return DemoResult(directory, disagreements, seconds)
+    out.print(f"pipeline: {disagreements} disagreement(s); {seconds:.1f}s")
+    return PipelineResult(path, disagreements, seconds)
 
 
-__all__ = ["DeltaError", "DemoResult", "run_demo"]
+__all__ = ["PipelineResult", "run_pipeline"]

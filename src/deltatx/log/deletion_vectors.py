@@ -1,0 +1,153 @@
+"""Deletion vector I/O: read a descriptor's row set, write many row sets into one DV file.
+
+The formats are in :mod:`deltatx.kernel.deletion_vectors` and :mod:`deltatx.kernel.roaring`;
+this module adds the storage. Bitmaps are serialized with pyroaring (a C implementation of
+the same portable format, byte-identical to the kernel's writer and much faster on large
+sets) and decoded with the kernel's reader, which also accepts Delta's older native layout.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from pyroaring import BitMap64
+
+from deltatx.errors import InvalidArgumentError, InvalidTableError
+from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor, RemoveFile
+from deltatx.kernel.deletion_vectors import (
+    FIRST_DV_OFFSET,
+    check_rows,
+    descriptor_location,
+    frame_dv_file,
+    inline_rows,
+    new_dv_file_id,
+    stored_descriptor,
+    unframe_dv,
+)
+from deltatx.kernel.roaring import PORTABLE_MAGIC, deserialize
+
+if TYPE_CHECKING:
+    from deltatx.log.delta_log import DeltaLog
+
+__all__ = ["FIRST_DV_OFFSET", "DvReader", "read_dv_rows", "serialize_rows", "write_dvs"]
+
+
+def serialize_rows(rows: Iterable[int]) -> bytes:
+    """The portable RoaringBitmapArray of ``rows``, written with pyroaring."""
+    return struct.pack("<I", PORTABLE_MAGIC) + BitMap64(rows).serialize()
+
+
+def _local(table_path: str, location: str) -> str:
+    """The store path of a DV file: relative to the root, or an absolute ``file:`` URI."""
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    if location.startswith("file:"):
+        return location[len("file:") :]
+    if location.startswith("/"):
+        return location
+    return f"{table_path.rstrip('/')}/{location}"
+
+
+class DvReader:
+    """Reads deletion vectors of one table, reading each DV file once.
+
+    A DML commit puts many DVs in one file, so a scan over its files would otherwise read the
+    same file once per data file.
+    """
+
+    def __init__(self, log: DeltaLog) -> None:
+        """Reads through ``log``'s store, relative to its table root."""
+        self.log = log
+        self._files: dict[str, bytes] = {}
+
+    def rows(self, dv: DeletionVectorDescriptor | None, *, data_file: str = "") -> list[int]:
+        """The deleted row indexes of ``dv`` (none for None), ascending.
+
+        Raises:
+            InvalidTableError: The DV file is missing or corrupt; the message names the file,
+                the offset and the data file it belongs to.
+        """
+        if dv is None:
+            return []
+        owner = f" (of data file {data_file})" if data_file else ""
+        if dv.storage_type == "i":
+            return inline_rows(dv, where=f"inline deletion vector{owner}")
+        path = _local(self.log.table_path, descriptor_location(dv))
+        data = self._files.get(path)
+        if data is None:
+            try:
+                data = self.log.store.read(path)
+            except FileNotFoundError:
+                raise InvalidTableError(
+                    f"deletion vector file {path}{owner} does not exist"
+                ) from None
+            self._files[path] = data
+        offset = FIRST_DV_OFFSET if dv.offset is None else dv.offset
+        where = f"deletion vector file {path}{owner}"
+        bitmap = unframe_dv(data, offset, dv.size_in_bytes, where=where)
+        rows = deserialize(bitmap, where=f"{where} at offset {offset}")
+        return check_rows(rows, dv, where=f"{where} at offset {offset}")
+
+    def rows_of(self, action: AddFile | RemoveFile) -> frozenset[int]:
+        """The deleted rows of a file action, as a set."""
+        return frozenset(self.rows(action.deletion_vector, data_file=action.path))
+
+
+def read_dv_rows(log: DeltaLog, dv: DeletionVectorDescriptor | None) -> list[int]:
+    """The deleted row indexes of one descriptor (see :meth:`DvReader.rows`)."""
+    return DvReader(log).rows(dv)
+
+
+def write_dvs(
+    log: DeltaLog, row_sets: Sequence[Iterable[int]], *, prefix: str = ""
+) -> list[DeletionVectorDescriptor]:
+    """Writes every row set into one new DV file and returns their descriptors, in order.
+
+    One file per call keeps a DML commit that touches many data files to one small write (the
+    protocol allows any number of DVs per file). Empty row sets are refused: a file with no
+    deleted rows simply has no deletion vector.
+
+    Args:
+        log: The table to write under.
+        row_sets: The deleted rows of each data file.
+        prefix: An optional random directory prefix (spreads load on object stores).
+
+    Raises:
+        InvalidArgumentError: A row set is empty.
+    """
+    if not row_sets:
+        return []
+    sets = [BitMap64(rows) for rows in row_sets]
+    if any(len(s) == 0 for s in sets):
+        raise InvalidArgumentError("a deletion vector must delete at least one row")
+    bitmaps = [struct.pack("<I", PORTABLE_MAGIC) + s.serialize() for s in sets]
+    data, offsets = frame_dv_file(bitmaps)
+    encoded, relative = new_dv_file_id(prefix)
+    path = f"{log.table_path.rstrip('/')}/{relative}"
+    log.store.write(path, data, overwrite=False)
+    return [
+        stored_descriptor(encoded, offset, bitmap, len(s), s.max())
+        for s, offset, bitmap in zip(sets, offsets, bitmaps, strict=True)
+    ]
+
+
+def union_rows(*sets: Iterable[int]) -> frozenset[int]:
+    """The union of several row sets."""
+    out: set[int] = set()
+    for s in sets:
+        out.update(s)
+    return frozenset(out)
+
+
+def added_rows(reader: DvReader, before: RemoveFile, after: AddFile) -> frozenset[int]:
+    """The rows a remove/add pair of the same file newly deleted (``after`` minus ``before``)."""
+    return reader.rows_of(after) - reader.rows_of(before)
+
+
+def rows_by_path(
+    reader: DvReader, files: Mapping[str, AddFile | RemoveFile]
+) -> dict[str, frozenset[int]]:
+    """Each file's deleted rows."""
+    return {path: reader.rows_of(f) for path, f in files.items()}
