@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +34,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err = Console(stderr=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -196,18 +196,159 @@ def set_property(path: str, assignment: str) -> None:
     console.print(f"set {', '.join(f'{k}={v}' for k, v in updates.items())}: version {version}")
 
 
+class PastOperation(StrEnum):
+    """What the failed transaction did, for ``deltatx conflicts``."""
+
+    INSERT = "INSERT"
+    DELETE = "DELETE"
+    UPDATE = "UPDATE"
+    MERGE = "MERGE"
+    OPTIMIZE = "OPTIMIZE"
+
+
+@app.command()
+def conflicts(
+    path: str,
+    since: Annotated[int, typer.Option("--since", help="The version the transaction read.")],
+    condition: Annotated[
+        str | None,
+        typer.Option(help="Its condition (SQL); default: it read the whole table."),
+    ] = None,
+    operation: Annotated[PastOperation, typer.Option(help="What it did.")] = PastOperation.DELETE,
+    as_json: JsonFlag = False,
+) -> None:
+    """Explain which commits after --since a transaction would collide with, and why.
+
+    Works from the log alone: the transaction is modelled as reading the files its condition
+    selects at --since (and, for DELETE/UPDATE/MERGE/OPTIMIZE, rewriting them), then checked
+    against every later commit with the same rules and hints as a real commit.
+    """
+    from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+    from deltatx.kernel.expressions import TRUE
+    from deltatx.kernel.isolation import resolve_isolation_level
+    from deltatx.kernel.operations import Operation, OperationName
+    from deltatx.kernel.transaction import ReadTracker, is_blind_append
+    from deltatx.spark.expressions import parse_condition
+
+    log = _open(path)
+    snap = log.snapshot(since)
+    blind = operation is PastOperation.INSERT
+    tracker = ReadTracker()
+    files = []
+    if not blind:
+        predicate = TRUE if condition is None else parse_condition(condition, schema=snap.schema)
+        files = snap.scan_files(None if condition is None else predicate)
+        tracker.record_scan(predicate, files)
+    now = int(datetime.now(UTC).timestamp() * 1000)
+    compaction = operation is PastOperation.OPTIMIZE
+    actions = tuple(f.remove(timestamp=now, data_change=not compaction) for f in files)
+    names = {
+        PastOperation.INSERT: OperationName.WRITE,
+        PastOperation.DELETE: OperationName.DELETE,
+        PastOperation.UPDATE: OperationName.UPDATE,
+        PastOperation.MERGE: OperationName.MERGE,
+        PastOperation.OPTIMIZE: OperationName.OPTIMIZE,
+    }
+    op = Operation(names[operation], {})
+    read_set = tracker.freeze()
+    pending = PendingCommit(
+        read_version=snap.version,
+        read_set=read_set,
+        actions=actions,
+        operation=op,
+        isolation_level=resolve_isolation_level(
+            actions,
+            table_level=snap.properties.isolation_level,
+            operation_changes_data=op.changes_data,
+        ),
+        is_blind_append=is_blind_append(actions, read_set),
+        schema=snap.schema,
+        partition_columns=snap.partition_columns,
+    )
+    rows: list[dict[str, Any]] = []
+    for version in range(snap.version + 1, log.latest_version() + 1):
+        winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
+        row: dict[str, Any] = {"version": version, "operation": winner.operation}
+        try:
+            ConflictChecker(pending).check(winner)
+        except ConcurrentModificationException as exc:
+            row.update(
+                conflict=type(exc).__name__,
+                partition=exc.partition,
+                file=exc.file,
+                rows=None if exc.rows is None else list(exc.rows),
+                hint=exc.hint,
+            )
+        else:
+            row.update(conflict=None, partition=None, file=None, rows=None, hint=None)
+        rows.append(row)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    title = (
+        f"{operation.value} reading {condition or 'the whole table'} at version {snap.version} "
+        f"({pending.isolation_level.value})"
+    )
+    grid = Table(title=title, show_lines=True)
+    for name in ("version", "operation", "conflict", "where", "hint"):
+        grid.add_column(name)
+    for r in rows:
+        where = ", ".join(str(x) for x in (r["partition"], r["file"]) if x)
+        grid.add_row(
+            str(r["version"]),
+            str(r["operation"]),
+            r["conflict"] or "[green]none",
+            where,
+            r["hint"] or "",
+        )
+    console.print(grid)
+    collisions = sum(1 for r in rows if r["conflict"])
+    console.print(f"{collisions} of {len(rows)} later commit(s) collide with this transaction")
+
+
+@app.command()
+def vacuum(
+    path: str,
+    retention_hours: Annotated[float | None, typer.Option(help="Default: the table's.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Delete files the table no longer references, older than the retention."""
+    from deltatx.log.vacuum import vacuum as run_vacuum
+
+    metrics = run_vacuum(_open(path), retention_hours=retention_hours, dry_run=dry_run)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "dryRun": dry_run,
+                    "numFilesToDelete": metrics.num_files_to_delete,
+                    "numDeletedFiles": metrics.num_deleted_files,
+                    "numDeletedBytes": metrics.num_deleted_bytes,
+                    "paths": list(metrics.deleted_paths),
+                },
+                indent=2,
+            )
+        )
+        return
+    verb = "would delete" if dry_run else "deleted"
+    console.print(f"{verb} {metrics.num_files_to_delete} file(s)")
+    for p in metrics.deleted_paths:
+        console.print(f"  {p}")
+
+
 def main() -> None:
     """Entry point of the ``deltatx`` command; turns deltatx errors into one-line messages."""
     try:
         app(standalone_mode=False)
     except (TableNotFoundError, VersionNotFoundError, InvalidArgumentError) as exc:
-        err.print(f"error: {exc}")
+        typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except ConcurrentModificationException as exc:
-        err.print(f"conflict: {exc}")
+        typer.echo(f"conflict: {exc}", err=True)
         sys.exit(3)
     except DeltaError as exc:
-        err.print(f"error: {type(exc).__name__}: {exc}")
+        typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(3)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

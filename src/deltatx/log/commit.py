@@ -316,6 +316,17 @@ def commit(
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
+            if checker.row_level:
+                # Row-level concurrency (seed 000): the kernel says what to compare, this
+                # layer reads the deletion vectors and rebases our vectors onto the winner's.
+                from deltatx.log.row_level import resolve_row_level
+
+                work = checker.check_row_level(winner)
+                settled = resolve_row_level(log, pending, work)
+                if settled is not pending:
+                    pending = settled
+                    checker = ConflictChecker(pending)
+                continue
             try:
                 checker.check(winner)
             except ProtocolChangedException:

@@ -30,16 +30,16 @@ from deltatx.kernel.expressions import (
 )
 from deltatx.kernel.expressions import Column as ColumnRef
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
-
-DV_PROPERTY = "delta.enableDeletionVectors"
-FEATURES_PROTOCOL = ProtocolAction(
-    min_reader_version=3, min_writer_version=7, reader_features=(), writer_features=()
-)
 from deltatx.kernel.properties import validate_properties
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import parse_condition
 from deltatx.spark.scan import files_to_dataframe
+
+DV_PROPERTY = "delta.enableDeletionVectors"
+FEATURES_PROTOCOL = ProtocolAction(
+    min_reader_version=3, min_writer_version=7, reader_features=(), writer_features=()
+)
 
 
 def to_delta_schema(schema: SparkStructType) -> StructType:
