@@ -66,7 +66,7 @@ def test_set_property_validates_and_commits(
     assert code == 2
     assert "Serializable" in err and "WriteSerializable" in err
     assert DeltaLog.for_table(str(table)).latest_version() == 2
-    code, out, _ = run(capsys, "set-property", str(table), "delta.isolationLevel=serializable")
+    code, _, _ = run(capsys, "set-property", str(table), "delta.isolationLevel=serializable")
     assert code == 0
     snap = DeltaLog.for_table(str(table)).snapshot()
     assert snap.metadata.configuration["delta.isolationLevel"] == "Serializable"

@@ -276,3 +276,24 @@ def test_many_threads_append_without_losing_a_commit() -> None:
     assert log.latest_version() == 120
     paths = [f.path for f in log.snapshot().add_files()]
     assert len(paths) == len(set(paths)) == 120
+
+
+def test_two_writers_with_the_same_app_id_conflict() -> None:
+    """Seed 000: ConcurrentTransactionException when the same streaming checkpoint (app id)
+    writes from two places at once."""
+    from deltatx.errors import ConcurrentTransactionException
+
+    log = create_table(MemoryLogStore(), ROOT)
+    one, two = begin(log), begin(log)
+    for n, txn in enumerate((one, two)):
+        assert txn.app_transaction_version("stream-1") is None
+        txn.add_files([add(f"part=a/s{n}.parquet", "a")])
+        txn.set_app_transaction("stream-1", 7)
+        txn.record_operation(Operation(OperationName.STREAMING_UPDATE, {}), {})
+    one.commit()
+    with pytest.raises(ConcurrentTransactionException) as info:
+        two.commit()
+    assert info.value.winning_version == 1
+    assert "stream" in info.value.hint.lower() or "app" in info.value.hint.lower()
+    other = begin(log)
+    assert other.app_transaction_version("stream-1") == 7

@@ -166,10 +166,18 @@ def new_dv_file_id(prefix: str = "") -> tuple[str, str]:
 
 
 def stored_descriptor(
-    path_or_inline_dv: str, offset: int, bitmap: bytes, cardinality: int, max_row_index: int
+    path_or_inline_dv: str,
+    offset: int,
+    bitmap: bytes,
+    cardinality: int,
+    max_row_index: int,
+    *,
+    storage: str = "u",
 ) -> DeletionVectorDescriptor:
-    """The ``u`` (or, for an absolute URI, ``p``) descriptor of a bitmap stored in a file."""
-    storage = "p" if "://" in path_or_inline_dv or path_or_inline_dv.startswith("/") else "u"
+    """The descriptor of a bitmap stored in a file: ``u`` (Z85 id) or ``p`` (absolute path).
+
+    The type is given, never guessed: Z85 text may itself start with ``/``.
+    """
     return DeletionVectorDescriptor(
         storage_type=storage,
         path_or_inline_dv=path_or_inline_dv,

@@ -1,4 +1,4 @@
-"""When row-level concurrency applies (seed 000, "Limitaciones de la simultaneidad de nivel de fila").
+"""When row-level concurrency applies (seed 000, row-level concurrency limitations).
 
 Row-level conflict detection needs conditions whose matched rows are a stable fact about the
 data: deterministic, without subqueries, on primitive columns; and a table without identity

@@ -1,0 +1,498 @@
+"""Cases 6-9: the data path on Spark, against plain Spark (and delta-rs for DML).
+
+The session is started once (its start-up is reported on its own). Each Spark figure comes
+with the number of Spark jobs one operation ran, counted through a job group and the status
+tracker (no listener). Tables that an operation changes are copied fresh, untimed, before
+every run so that each run does the same work.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from benchmarks import rs_workers
+from benchmarks.harness import MIN_RUNS, Figure, Row, Stats, spawn_context
+from deltatx.version import __version__ as DELTATX_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class SparkSizes:
+    """Sizes of the Spark cases."""
+
+    write_rows: int = 2_000_000
+    dml_rows: int = 2_000_000
+    dml_files: int = 20
+    optimize_rows: int = 2_000_000
+    optimize_files: int = 200
+    runs: int = 3
+    warmup: int = 1
+
+
+FULL = SparkSizes()
+QUICK = SparkSizes(
+    write_rows=200_000, dml_rows=100_000, optimize_rows=200_000, optimize_files=50
+)
+
+
+def start_session() -> tuple[SparkSession, float]:
+    """deltatx's local session and how long it took to be ready for a first job."""
+    import deltatx
+
+    t0 = time.perf_counter()
+    spark = deltatx.spark_session()
+    spark.range(1).count()
+    return spark, time.perf_counter() - t0
+
+
+def _versions() -> tuple[str, str]:
+    import deltalake
+    import pyspark
+
+    return str(pyspark.__version__), str(deltalake.__version__)
+
+
+class Timer:
+    """Times Spark operations and counts the Spark jobs each one ran."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def once(self, op: Callable[[], object]) -> tuple[float, int]:
+        """Runs ``op`` in its own job group: (seconds, Spark jobs)."""
+        sc = self.spark.sparkContext
+        group = f"bench-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, group)
+        t0 = time.perf_counter()
+        op()
+        elapsed = time.perf_counter() - t0
+        return elapsed, len(sc.statusTracker().getJobIdsForGroup(group))
+
+    def measure(
+        self,
+        op: Callable[[], object],
+        *,
+        runs: int,
+        warmup: int,
+        setup: Callable[[], object] | None = None,
+    ) -> tuple[Stats, float]:
+        """(time stats, median Spark jobs per operation) over ``runs`` runs after warm-up."""
+        samples: list[float] = []
+        jobs: list[int] = []
+        for i in range(warmup + max(runs, MIN_RUNS)):
+            if setup is not None:
+                setup()
+            elapsed, n = self.once(op)
+            if i >= warmup:
+                samples.append(elapsed)
+                jobs.append(n)
+        jobs.sort()
+        return Stats.of(samples), float(jobs[len(jobs) // 2])
+
+
+def _dx(stats: Stats | None, jobs: float | None = None, **extra: Any) -> Figure:
+    if jobs is not None:
+        extra["spark_jobs_per_op"] = jobs
+    return Figure("deltatx", DELTATX_VERSION, stats, extra)
+
+
+def _fresh(path: str) -> str:
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    return path
+
+
+def _copy(src: str, dst: str) -> None:
+    shutil.copytree(src, _fresh(dst))
+
+
+# -- case 6: write and read ------------------------------------------------------------------
+
+
+def events(spark: SparkSession, rows: int) -> DataFrame:
+    """A deterministic frame: id, day (8 values), v in [0, 1), s (1,000 values)."""
+    ident = F.col("id")
+    return spark.range(rows).select(
+        ident,
+        F.concat(F.lit("d"), (ident % 8).cast("string")).alias("day"),
+        ((ident * 7919) % 1_000_003 / F.lit(1_000_003.0)).alias("v"),
+        F.concat(F.lit("s"), (ident % 1000).cast("string")).alias("s"),
+    )
+
+
+def case_write_read(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
+    """Case 6: append via deltatx.write vs df.write.parquet; filtered read vs read.parquet."""
+    import deltatx
+    from deltatx import DeltaTable
+
+    timer = Timer(spark)
+    spark_version, _ = _versions()
+    rows: list[Row] = []
+    n = sizes.write_rows
+    df = events(spark, n)
+    for partitioned in (False, True):
+        label = "partitioned by day" if partitioned else "not partitioned"
+        delta_path = _fresh(os.path.join(workdir, f"write-delta-{int(partitioned)}"))
+        plain_path = _fresh(os.path.join(workdir, f"write-plain-{int(partitioned)}"))
+        parts = ["day"] if partitioned else None
+
+        def dx_write(p: str = delta_path, by: list[str] | None = parts) -> None:
+            deltatx.write(df, p, mode="append", partition_by=by)
+
+        def plain_write(p: str = plain_path, by: list[str] | None = parts) -> None:
+            writer = df.write.mode("append")
+            if by:
+                writer = writer.partitionBy(*by)
+            writer.parquet(p)
+
+        dx, dx_jobs = timer.measure(dx_write, runs=sizes.runs, warmup=sizes.warmup)
+        pl, pl_jobs = timer.measure(plain_write, runs=sizes.runs, warmup=sizes.warmup)
+        rows.append(
+            _spark_row(
+                "6 write",
+                f"append {n:,} rows, {label}",
+                f"{n:,} rows",
+                dx,
+                dx_jobs,
+                pl,
+                pl_jobs,
+                spark_version,
+                peer_what="df.write.mode('append').parquet",
+                target_ratio=1.15,
+            )
+        )
+
+        cond = "day = 'd3' AND v < 0.5" if partitioned else "v < 0.1"
+        total = (sizes.warmup + max(sizes.runs, MIN_RUNS)) * n
+
+        def dx_read(p: str = delta_path, c: str = cond) -> None:
+            DeltaTable.for_path(spark, p).to_df().filter(c).agg(F.sum("v"), F.count("*")).collect()
+
+        def plain_read(p: str = delta_path, c: str = cond) -> None:
+            spark.read.parquet(p).filter(c).agg(F.sum("v"), F.count("*")).collect()
+
+        dx, dx_jobs = timer.measure(dx_read, runs=sizes.runs, warmup=sizes.warmup)
+        pl, pl_jobs = timer.measure(plain_read, runs=sizes.runs, warmup=sizes.warmup)
+        rows.append(
+            _spark_row(
+                "6 read",
+                f"filtered read ({cond}), {label}",
+                f"{total:,} rows in the table",
+                dx,
+                dx_jobs,
+                pl,
+                pl_jobs,
+                spark_version,
+                peer_what="spark.read.parquet of the same files",
+                target_ratio=1.15,
+            )
+        )
+        shutil.rmtree(plain_path, ignore_errors=True)
+    return rows
+
+
+def _spark_row(
+    case: str,
+    name: str,
+    size: str,
+    dx: Stats,
+    dx_jobs: float,
+    peer: Stats,
+    peer_jobs: float,
+    spark_version: str,
+    *,
+    peer_what: str,
+    target_ratio: float | None,
+    engine: str = "plain Spark",
+) -> Row:
+    row = Row(
+        case=case,
+        name=name,
+        size=size,
+        unit="s",
+        deltatx=_dx(dx, dx_jobs),
+        peer=Figure(engine, spark_version, peer, {"spark_jobs_per_op": peer_jobs, "what": peer_what}),
+        notes=f"Spark jobs per operation: deltatx {dx_jobs:g}, {engine} {peer_jobs:g}",
+    )
+    if target_ratio is not None:
+        row.target = f"<= {target_ratio:g}x {engine}"
+        row.met = row.ratio is not None and row.ratio <= target_ratio
+    return row
+
+
+# -- case 7: MERGE, UPDATE, DELETE ------------------------------------------------------------
+
+
+def dml_target(spark: SparkSession, rows: int, files: int) -> DataFrame:
+    """The DML target: id, k (10 values), v; range-partitioned by id into ``files`` files."""
+    ident = F.col("id")
+    return (
+        spark.range(rows)
+        .select(
+            ident,
+            F.concat(F.lit("k"), (ident % 10).cast("string")).alias("k"),
+            ident.cast("double").alias("v"),
+        )
+        .repartitionByRange(files, "id")
+    )
+
+
+def dml_source(spark: SparkSession, lo: int, hi: int) -> DataFrame:
+    """The MERGE source: ids ``[lo, hi)`` with new values (the delta-rs worker builds the same)."""
+    ident = F.col("id")
+    return spark.range(lo, hi).select(
+        ident,
+        F.concat(F.lit("k"), (ident % 10).cast("string")).alias("k"),
+        (ident.cast("double") * 2.0).alias("v"),
+    )
+
+
+def _plain_dml(spark: SparkSession, template: str, out: str, op: str, rows: int) -> None:
+    """The same change by hand: find the touched files, rewrite them as new Parquet files."""
+    lo, hi, src_lo, src_hi = rs_workers.dml_bounds(rows)
+    target = spark.read.parquet(template)
+    cond = (F.col("id") >= lo) & (F.col("id") < hi)
+    if op == "merge":
+        source = dml_source(spark, src_lo, src_hi)
+        hits = target.select("id", F.input_file_name().alias("_f")).join(source.select("id"), "id")
+    else:
+        hits = target.filter(cond).select(F.input_file_name().alias("_f"))
+    touched = [r[0] for r in hits.select("_f").distinct().collect()]
+    if op == "merge" and not touched:
+        dml_source(spark, src_lo, src_hi).write.parquet(out)
+        return
+    old = spark.read.parquet(*touched)
+    if op == "delete":
+        new = old.filter(~cond)
+    elif op == "update":
+        new = old.withColumn("v", F.when(cond, F.col("v") + 1.0).otherwise(F.col("v")))
+    else:
+        t, s = old.alias("t"), dml_source(spark, src_lo, src_hi).alias("s")
+        new = t.join(s, F.col("t.id") == F.col("s.id"), "full_outer").select(
+            F.coalesce(F.col("s.id"), F.col("t.id")).alias("id"),
+            F.coalesce(F.col("s.k"), F.col("t.k")).alias("k"),
+            F.coalesce(F.col("s.v"), F.col("t.v")).alias("v"),
+        )
+    new.write.parquet(out)
+
+
+def case_dml(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
+    """Case 7: 1% MERGE/UPDATE/DELETE vs plain-Spark copy-on-write and vs delta-rs."""
+    import deltatx
+    from deltatx import DeltaTable
+
+    timer = Timer(spark)
+    spark_version, rs_version = _versions()
+    n = sizes.dml_rows
+    lo, hi, src_lo, src_hi = rs_workers.dml_bounds(n)
+    template = _fresh(os.path.join(workdir, "dml-template"))
+    deltatx.write(dml_target(spark, n, sizes.dml_files), template, mode="append")
+    run_dir = os.path.join(workdir, "dml-run")
+    rows: list[Row] = []
+    ops: dict[str, Callable[[DeltaTable], object]] = {
+        "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),
+        "update": lambda dt: dt.update(condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}),
+        "merge": lambda dt: (
+            dt.alias("t")
+            .merge(dml_source(spark, src_lo, src_hi).alias("s"), "t.id = s.id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        ),
+    }
+    with spawn_context().Pool(1) as pool:
+        for op, fn in ops.items():
+            handle: dict[str, DeltaTable] = {}
+            counter = iter(range(10**6))
+
+            def setup(h: dict[str, DeltaTable] = handle) -> None:
+                _copy(template, run_dir)
+                h["dt"] = DeltaTable.for_path(spark, run_dir)
+
+            def dx_op(h: dict[str, DeltaTable] = handle, f: Any = fn) -> None:
+                f(h["dt"])
+
+            def plain_op(o: str = op, c: Any = counter) -> None:
+                out = _fresh(os.path.join(workdir, f"dml-plain-{next(c)}"))
+                _plain_dml(spark, template, out, o, n)
+
+            dx, dx_jobs = timer.measure(dx_op, runs=sizes.runs, warmup=sizes.warmup, setup=setup)
+            files_touched = _files_rewritten(run_dir)
+            pl, pl_jobs = timer.measure(plain_op, runs=sizes.runs, warmup=sizes.warmup)
+            rs_samples: list[float] | None
+            rs_error = ""
+            try:
+                rs_samples = pool.apply(
+                    rs_workers.rs_dml, (template, workdir, op, n, sizes.runs, sizes.warmup)
+                )
+            except Exception as exc:
+                rs_samples, rs_error = None, f"{type(exc).__name__}: {exc}"[:200]
+            size = f"{n:,}-row target in {sizes.dml_files} files, 1% changed"
+            row = _spark_row(
+                "7 DML",
+                f"{op.upper()} 1% vs plain-Spark copy-on-write",
+                size,
+                dx,
+                dx_jobs,
+                pl,
+                pl_jobs,
+                spark_version,
+                peer_what="find touched files with input_file_name(), rewrite them as Parquet",
+                target_ratio=1.3,
+            )
+            row.notes += f"; deltatx rewrote {files_touched}"
+            rows.append(row)
+            rs_row = Row(
+                case="7 DML",
+                name=f"{op.upper()} 1% vs delta-rs",
+                size=size,
+                unit="s",
+                deltatx=_dx(dx, dx_jobs),
+                peer=Figure(
+                    "delta-rs",
+                    rs_version,
+                    Stats.of(rs_samples) if rs_samples else None,
+                    {"error": rs_error} if rs_error else {},
+                ),
+                target="report the ratio (goal: beat delta-rs once deletion vectors land)",
+                notes=rs_error or "delta-rs runs on a copy of the same deltatx-written table",
+            )
+            rows.append(rs_row)
+    return rows
+
+
+def _files_rewritten(table: str) -> str:
+    """'R of N files' for the last commit of ``table`` (only touched files are rewritten)."""
+    from deltatx.log.delta_log import DeltaLog
+
+    log = DeltaLog.for_table(table)
+    snap = log.snapshot()
+    info = log.history(1)[0].commit_info
+    metrics = (info.operation_metrics or {}) if info is not None else {}
+    removed = metrics.get("numRemovedFiles", metrics.get("numTargetFilesRemoved", "?"))
+    return f"{removed} file(s) (table now has {snap.num_files} files)"
+
+
+# -- case 8: deletion vectors -----------------------------------------------------------------
+
+
+def case_deletion_vectors() -> list[Row]:
+    """Case 8: recorded as not yet available until DML writes deletion vectors."""
+    return [
+        Row(
+            case="8 deletion vectors",
+            name=name,
+            size="-",
+            unit="s",
+            deltatx=_dx(None),
+            target=target,
+            met=None,
+            notes=(
+                "not yet available: DELETE/UPDATE/MERGE do not write deletion vectors even "
+                "with delta.enableDeletionVectors=true (copy-on-write only)"
+            ),
+        )
+        for name, target in (
+            ("DELETE/UPDATE <= 1% with deletion vectors", ">= 5x faster than copy-on-write"),
+            ("read a table whose DVs cover <= 10% of rows", "<= 1.15x the same table purged"),
+        )
+    ]
+
+
+# -- case 9: OPTIMIZE ---------------------------------------------------------------------------
+
+
+def case_optimize(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
+    """Case 9: compaction throughput vs a plain Parquet rewrite of the same rows."""
+    import deltatx
+    from deltatx import DeltaTable
+
+    timer = Timer(spark)
+    spark_version, _ = _versions()
+    n = sizes.optimize_rows
+    template = _fresh(os.path.join(workdir, "optimize-template"))
+    deltatx.write(events(spark, n).repartition(sizes.optimize_files), template, mode="append")
+    run_dir = os.path.join(workdir, "optimize-run")
+    handle: dict[str, Any] = {}
+
+    def setup() -> None:
+        _copy(template, run_dir)
+        handle["dt"] = DeltaTable.for_path(spark, run_dir)
+
+    def dx_op() -> None:
+        handle["metrics"] = handle["dt"].optimize().execute_compaction()
+
+    dx, dx_jobs = timer.measure(dx_op, runs=sizes.runs, warmup=sizes.warmup, setup=setup)
+    out_files = max(int(handle["metrics"].num_added_files), 1)
+    counter = iter(range(10**6))
+
+    def plain_op() -> None:
+        out = _fresh(os.path.join(workdir, f"optimize-plain-{next(counter)}"))
+        spark.read.parquet(template).coalesce(out_files).write.parquet(out)
+
+    pl, pl_jobs = timer.measure(plain_op, runs=sizes.runs, warmup=sizes.warmup)
+    dx_tp, pl_tp = _throughput(dx, n), _throughput(pl, n)
+    row = Row(
+        case="9 OPTIMIZE",
+        name=f"compact {sizes.optimize_files} files into {out_files}",
+        size=f"{n:,} rows",
+        unit="rows/s",
+        higher_is_better=True,
+        deltatx=_dx(dx_tp, dx_jobs, seconds_median=dx.median),
+        peer=Figure(
+            "plain Spark",
+            spark_version,
+            pl_tp,
+            {
+                "spark_jobs_per_op": pl_jobs,
+                "seconds_median": pl.median,
+                "what": f"spark.read.parquet(...).coalesce({out_files}).write.parquet",
+            },
+        ),
+        target=">= 0.7x plain Spark throughput",
+        notes=(
+            f"{dx.median:.2f} s vs {pl.median:.2f} s; Spark jobs per operation: deltatx "
+            f"{dx_jobs:g}, plain Spark {pl_jobs:g}"
+        ),
+    )
+    row.met = dx_tp.median >= 0.7 * pl_tp.median
+    return [row]
+
+
+def _throughput(stats: Stats, rows: int) -> Stats:
+    # Rows per second; the slowest run gives the p99 throughput.
+    return Stats(
+        median=rows / stats.median,
+        p99=rows / stats.p99,
+        min=rows / stats.max,
+        max=rows / stats.min,
+        n=stats.n,
+    )
+
+
+def run_all(
+    workdir: str, sizes: SparkSizes, log: Callable[[str], None]
+) -> tuple[list[Row], float]:
+    """Every Spark case; returns the rows and the session start-up time."""
+    spark, startup = start_session()
+    log(f"Spark session ready in {startup:.1f} s")
+    rows: list[Row] = []
+    for name, fn in (
+        ("6 write and read", lambda: case_write_read(spark, workdir, sizes)),
+        ("7 DML", lambda: case_dml(spark, workdir, sizes)),
+        ("8 deletion vectors", case_deletion_vectors),
+        ("9 OPTIMIZE", lambda: case_optimize(spark, workdir, sizes)),
+    ):
+        t0 = time.perf_counter()
+        log(f"case {name} ...")
+        rows.extend(fn())
+        log(f"case {name} done in {time.perf_counter() - t0:.1f} s")
+    return rows, startup
