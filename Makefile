@@ -37,5 +37,15 @@ test: lint typecheck imports
 stress: $(STAMP)
 	DELTATX_STRESS_FULL=1 $(BIN)/pytest tests/stress -q
 
+# Benchmarks (issue 7): deltatx next to delta-rs, plain Spark and the disk, measured in one
+# run. Full suite -> benchmarks/results/latest.{json,md}; quick -> benchmarks/results/quick/.
+bench: $(STAMP)
+	@$(BIN)/python -m deltatx.java_check
+	$(BIN)/python -m benchmarks.run
+
+bench-quick: $(STAMP)
+	@$(BIN)/python -m deltatx.java_check
+	$(BIN)/python -m benchmarks.run --quick
+
 clean:
 	rm -rf $(VENV) build dist *.egg-info src/*.egg-info

@@ -63,10 +63,11 @@ FULL = MetaSizes()
 QUICK = MetaSizes(
     commit_runs={1: 40, 100: 10, 10_000: 3},
     raw_write_runs=50,
-    append_seconds=4.0,
-    load_commits=(1_000, 10_000),
+    append_seconds=2.5,
+    append_window=0.5,
+    load_commits=(1_000, 5_000),
     refresh_runs=5,
-    conflict_winners=(10, 100, 1000),
+    conflict_winners=(10, 100),
     conflict_runs=3,
 )
 # The smallest sizes that still run every code path (the unit smoke test uses them).

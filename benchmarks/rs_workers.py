@@ -232,5 +232,11 @@ def rs_appender(
         latencies.append(time.perf_counter() - t0)
         done.append(time.time())
     out.put(
-        {"done": done, "latencies": latencies, "failures": failures, "attempts": 0, "errors": errors}
+        {
+            "done": done,
+            "latencies": latencies,
+            "failures": failures,
+            "attempts": 0,
+            "errors": errors,
+        }
     )

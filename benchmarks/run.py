@@ -35,11 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (under 5 minutes)")
     parser.add_argument("--only", choices=("metadata", "spark"), help="one half of the suite")
-    parser.add_argument("--out", default=RESULTS, help="results directory")
+    parser.add_argument(
+        "--out", help="results directory (default: benchmarks/results, quick: .../results/quick)"
+    )
     parser.add_argument("--workdir", help="where tables are built (default: a temp dir)")
     args = parser.parse_args(argv)
 
     suite = "quick" if args.quick else "full"
+    out = args.out or (os.path.join(RESULTS, "quick") if args.quick else RESULTS)
     workdir = args.workdir or tempfile.mkdtemp(prefix="deltatx-bench-")
     os.makedirs(workdir, exist_ok=True)
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -81,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         "spark_startup_s": startup,
         "notes": notes,
     }
-    os.makedirs(args.out, exist_ok=True)
-    plot_dir = os.path.join(args.out, "plots")
+    os.makedirs(out, exist_ok=True)
+    plot_dir = os.path.join(out, "plots")
     plots = report.write_plots(plot_dir, rows)
-    report.write_json(os.path.join(args.out, "latest.json"), meta, rows)
-    report.write_markdown(os.path.join(args.out, "latest.md"), meta, rows, plots, "plots")
-    _log(f"wrote {args.out}/latest.md and latest.json in {elapsed:.0f} s")
+    report.write_json(os.path.join(out, "latest.json"), meta, rows)
+    report.write_markdown(os.path.join(out, "latest.md"), meta, rows, plots, "plots")
+    _log(f"wrote {out}/latest.md and latest.json in {elapsed:.0f} s")
     return 0
 
 

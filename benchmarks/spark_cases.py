@@ -38,9 +38,7 @@ class SparkSizes:
 
 
 FULL = SparkSizes()
-QUICK = SparkSizes(
-    write_rows=200_000, dml_rows=100_000, optimize_rows=200_000, optimize_files=50
-)
+QUICK = SparkSizes(write_rows=200_000, dml_rows=100_000, optimize_rows=200_000, optimize_files=50)
 
 
 def start_session() -> tuple[SparkSession, float]:
@@ -219,7 +217,9 @@ def _spark_row(
         size=size,
         unit="s",
         deltatx=_dx(dx, dx_jobs),
-        peer=Figure(engine, spark_version, peer, {"spark_jobs_per_op": peer_jobs, "what": peer_what}),
+        peer=Figure(
+            engine, spark_version, peer, {"spark_jobs_per_op": peer_jobs, "what": peer_what}
+        ),
         notes=f"Spark jobs per operation: deltatx {dx_jobs:g}, {engine} {peer_jobs:g}",
     )
     if target_ratio is not None:
@@ -229,6 +229,9 @@ def _spark_row(
 
 
 # -- case 7: MERGE, UPDATE, DELETE ------------------------------------------------------------
+
+_COW = {"delta.enableDeletionVectors": "false"}
+_DV = {"delta.enableDeletionVectors": "true"}
 
 
 def dml_target(spark: SparkSession, rows: int, files: int) -> DataFrame:
@@ -294,7 +297,8 @@ def case_dml(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
     n = sizes.dml_rows
     lo, hi, src_lo, src_hi = rs_workers.dml_bounds(n)
     template = _fresh(os.path.join(workdir, "dml-template"))
-    deltatx.write(dml_target(spark, n, sizes.dml_files), template, mode="append")
+    # Case 7 is the copy-on-write path; deletion vectors are case 8.
+    deltatx.write(dml_target(spark, n, sizes.dml_files), template, mode="append", properties=_COW)
     run_dir = os.path.join(workdir, "dml-run")
     rows: list[Row] = []
     ops: dict[str, Callable[[DeltaTable], object]] = {
@@ -377,34 +381,123 @@ def _files_rewritten(table: str) -> str:
     snap = log.snapshot()
     info = log.history(1)[0].commit_info
     metrics = (info.operation_metrics or {}) if info is not None else {}
-    removed = metrics.get("numRemovedFiles", metrics.get("numTargetFilesRemoved", "?"))
-    return f"{removed} file(s) (table now has {snap.num_files} files)"
+    removed = metrics.get("numRemovedFiles", "?")
+    dvs = metrics.get("numDeletionVectorsAdded", "0")
+    return (
+        f"{removed} file(s), added {dvs} deletion vector(s) (table now has {snap.num_files} files)"
+    )
 
 
 # -- case 8: deletion vectors -----------------------------------------------------------------
 
 
-def case_deletion_vectors() -> list[Row]:
-    """Case 8: recorded as not yet available until DML writes deletion vectors."""
-    return [
-        Row(
+def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
+    """Case 8: DML with deletion vectors vs deltatx's own copy-on-write; reading with DVs."""
+    import deltatx
+    from deltatx import DeltaTable
+
+    timer = Timer(spark)
+    n = sizes.dml_rows
+    lo, hi, _, _ = rs_workers.dml_bounds(n)
+    templates: dict[bool, str] = {}
+    for dv in (True, False):
+        templates[dv] = _fresh(os.path.join(workdir, f"dv-template-{int(dv)}"))
+        deltatx.write(
+            dml_target(spark, n, sizes.dml_files),
+            templates[dv],
+            mode="append",
+            properties=_DV if dv else _COW,
+        )
+    run_dir = os.path.join(workdir, "dv-run")
+    size = f"{n:,}-row target in {sizes.dml_files} files, 1% changed"
+    rows: list[Row] = []
+    ops: dict[str, Callable[[DeltaTable], Any]] = {
+        "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),
+        "update": lambda dt: dt.update(condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}),
+    }
+    for op, fn in ops.items():
+        figures: dict[bool, tuple[Stats, float, Any]] = {}
+        for dv in (True, False):
+            state: dict[str, Any] = {}
+
+            def setup(src: str = templates[dv], st: dict[str, Any] = state) -> None:
+                _copy(src, run_dir)
+                st["dt"] = DeltaTable.for_path(spark, run_dir)
+
+            def run(st: dict[str, Any] = state, f: Any = fn) -> None:
+                st["metrics"] = f(st["dt"])
+
+            stats, jobs = timer.measure(run, runs=sizes.runs, warmup=sizes.warmup, setup=setup)
+            figures[dv] = (stats, jobs, state["metrics"])
+        dv_stats, dv_jobs, dv_metrics = figures[True]
+        cow_stats, cow_jobs, _ = figures[False]
+        if not getattr(dv_metrics, "num_deletion_vectors_added", 0):
+            rows.append(_not_available(f"{op.upper()} 1% with deletion vectors"))
+            continue
+        row = Row(
             case="8 deletion vectors",
-            name=name,
-            size="-",
+            name=f"{op.upper()} 1% with deletion vectors vs deltatx copy-on-write",
+            size=size,
             unit="s",
-            deltatx=_dx(None),
-            target=target,
-            met=None,
-            notes=(
-                "not yet available: DELETE/UPDATE/MERGE do not write deletion vectors even "
-                "with delta.enableDeletionVectors=true (copy-on-write only)"
+            deltatx=_dx(dv_stats, dv_jobs),
+            peer=Figure(
+                "deltatx copy-on-write",
+                DELTATX_VERSION,
+                cow_stats,
+                {"spark_jobs_per_op": cow_jobs},
             ),
+            target="DV path >= 5x faster than copy-on-write (ratio <= 0.2)",
+            notes=f"Spark jobs per operation: with DVs {dv_jobs:g}, copy-on-write {cow_jobs:g}",
         )
-        for name, target in (
-            ("DELETE/UPDATE <= 1% with deletion vectors", ">= 5x faster than copy-on-write"),
-            ("read a table whose DVs cover <= 10% of rows", "<= 1.15x the same table purged"),
-        )
-    ]
+        row.met = row.ratio is not None and row.ratio <= 0.2
+        rows.append(row)
+
+    # Reading: DVs over 10% of the rows (every file) vs the same table purged.
+    with_dvs = _fresh(os.path.join(workdir, "dv-read"))
+    _copy(templates[True], with_dvs)
+    metrics = DeltaTable.for_path(spark, with_dvs).delete("id % 10 = 0")
+    if not metrics.num_deletion_vectors_added:
+        rows.append(_not_available("read a table whose DVs cover 10% of rows"))
+        return rows
+    purged = os.path.join(workdir, "dv-purged")
+    _copy(with_dvs, purged)
+    DeltaTable.for_path(spark, purged).reorg_purge()
+
+    def read(p: str) -> None:
+        DeltaTable.for_path(spark, p).to_df().agg(F.sum("v"), F.count("*")).collect()
+
+    dv_read, dv_jobs = timer.measure(lambda: read(with_dvs), runs=sizes.runs, warmup=sizes.warmup)
+    purged_read, purged_jobs = timer.measure(
+        lambda: read(purged), runs=sizes.runs, warmup=sizes.warmup
+    )
+    row = Row(
+        case="8 deletion vectors",
+        name="full read, DVs cover 10% of rows vs the same table purged",
+        size=f"{n:,} rows, {metrics.num_deletion_vectors_added} files with DVs",
+        unit="s",
+        deltatx=_dx(dv_read, dv_jobs),
+        peer=Figure(
+            "deltatx purged", DELTATX_VERSION, purged_read, {"spark_jobs_per_op": purged_jobs}
+        ),
+        target="<= 1.15x the purged table",
+        notes=f"Spark jobs per operation: with DVs {dv_jobs:g}, purged {purged_jobs:g}",
+    )
+    row.met = row.ratio is not None and row.ratio <= 1.15
+    rows.append(row)
+    return rows
+
+
+def _not_available(name: str) -> Row:
+    return Row(
+        case="8 deletion vectors",
+        name=name,
+        size="-",
+        unit="s",
+        deltatx=_dx(None),
+        target="-",
+        notes="not yet available: DML wrote no deletion vector with "
+        "delta.enableDeletionVectors=true",
+    )
 
 
 # -- case 9: OPTIMIZE ---------------------------------------------------------------------------
@@ -478,9 +571,7 @@ def _throughput(stats: Stats, rows: int) -> Stats:
     )
 
 
-def run_all(
-    workdir: str, sizes: SparkSizes, log: Callable[[str], None]
-) -> tuple[list[Row], float]:
+def run_all(workdir: str, sizes: SparkSizes, log: Callable[[str], None]) -> tuple[list[Row], float]:
     """Every Spark case; returns the rows and the session start-up time."""
     spark, startup = start_session()
     log(f"Spark session ready in {startup:.1f} s")
@@ -488,7 +579,7 @@ def run_all(
     for name, fn in (
         ("6 write and read", lambda: case_write_read(spark, workdir, sizes)),
         ("7 DML", lambda: case_dml(spark, workdir, sizes)),
-        ("8 deletion vectors", case_deletion_vectors),
+        ("8 deletion vectors", lambda: case_deletion_vectors(spark, workdir, sizes)),
         ("9 OPTIMIZE", lambda: case_optimize(spark, workdir, sizes)),
     ):
         t0 = time.perf_counter()

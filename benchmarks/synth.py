@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from deltatx.kernel.actions import Action, AddFile, CommitInfo, Metadata, ProtocolAction
 from deltatx.kernel.codec import serialize_action, serialize_commit
@@ -140,8 +140,3 @@ def remove_checkpoints(table: str) -> None:
     for name in os.listdir(directory):
         if ".checkpoint." in name or name == "_last_checkpoint":
             os.unlink(os.path.join(directory, name))
-
-
-def file_names(paths: Iterable[str]) -> list[str]:
-    """Last path components (for messages)."""
-    return [p.rsplit("/", 1)[-1] for p in paths]

@@ -19,11 +19,23 @@ from pyspark.sql import SparkSession
 from deltatx import DeltaTable, write
 from deltatx.log.delta_log import DeltaLog
 
-from .history import DOCUMENTED, load, replay
+from .history import DOCUMENTED, load, replay, run_history
 
+
+def _guard(
+    errors: list[BaseException], spark: SparkSession, path: str, n: int, out: Path, reinsert: bool
+) -> None:
+    try:
+        run_history(spark, path, f"w{n}", seconds=SECONDS, out=out, seed=n, reinsert=reinsert)
+    except BaseException as exc:
+        errors.append(exc)
+
+
+FULL = bool(os.environ.get("DELTATX_STRESS_FULL"))
+WRITERS = 3
 SECONDS = float(
     os.environ.get(
-        "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "20"
+        "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "30"
     )
 )
 HERE = Path(__file__).parent

@@ -430,7 +430,7 @@ class ConflictChecker:
                 winning_operation=winner.operation,
                 file=rm.path,
                 partition_values=values if self.pending.partition_columns else None,
-                hint=hint,
+                hint=self._hint_with_fallback(hint),
             )
 
     # C7 -------------------------------------------------------------------------------------

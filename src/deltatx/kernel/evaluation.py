@@ -9,6 +9,7 @@ literal) yields all three, so negation never turns "unknown" into "cannot match"
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -350,6 +351,9 @@ class _FileView:
         self.max: dict[str, Any] = {}
         self.nulls: dict[str, Any] = {}
         self.has_stats = False
+        # A predicate names the same columns many times (the OR of a read set's predicates):
+        # each column's range is worked out once per file.
+        self._ranges: dict[str, _Range | None] = {}
         if file.stats:
             try:
                 stats = json.loads(file.stats, parse_float=Decimal)
@@ -375,6 +379,13 @@ class _FileView:
 
     def column(self, name: str) -> _Range | None:
         """The column's possible values in this file, or None when nothing is known."""
+        try:
+            return self._ranges[name]
+        except KeyError:
+            rng = self._ranges[name] = self._column(name)
+            return rng
+
+    def _column(self, name: str) -> _Range | None:
         f = self.schema.get(name)
         kind = kind_of_type(f.type) if f is not None else None
         names = self._names(name, f)
@@ -542,6 +553,21 @@ def _comparison_mask(expr: Comparison, view: _FileView) -> int:
     return _ALL
 
 
+@functools.lru_cache(maxsize=1024)
+def _coerce_cached(type_id: int, value: Any, kind: Kind) -> Typed:
+    # The id of the literal's type keeps 1, 1.0 and True apart (they hash alike); Typed is
+    # immutable, so sharing a cached one is safe.
+    return coerce_literal(value, kind)
+
+
+def _coerce(literal: Any, kind: Kind) -> Typed:
+    """``coerce_literal``, memoised: a read set compares the same literals with every file."""
+    try:
+        return _coerce_cached(id(type(literal)), literal, kind)
+    except TypeError:  # an unhashable literal
+        return coerce_literal(literal, kind)
+
+
 def _compare_range(op: ComparisonOp, rng: _Range, literal: Any) -> int:
     """Possible values of ``column op literal`` over the rows the range describes."""
     if literal is None:
@@ -552,7 +578,7 @@ def _compare_range(op: ComparisonOp, rng: _Range, literal: Any) -> int:
         return _ALL
     lo, hi = rng.lo, rng.hi
     try:
-        c = coerce_literal(literal, rng.kind)
+        c = _coerce(literal, rng.kind)
     except Uncoercible:
         # A string partition value against an integer literal: Spark casts the string.
         as_int = None
