@@ -875,13 +875,10 @@ for name, (text, match) in BAD_CONDITIONS.items():
         _nothing, _parse_condition(text), InvalidConditionError, match
     )
 
-XFAIL = {
-    # Found here, not fixed (deltatx.spark is another session's): a second statement after ';'
-    # is accepted as an Opaque predicate instead of being refused.
-    "condition-two-statements": Case(
-        _nothing, _parse_condition("id = 1; DROP TABLE t"), InvalidConditionError, ""
-    ),
-}
+# A second statement after ';' must be refused, not read as part of the condition.
+CASES["condition-two-statements"] = Case(
+    _nothing, _parse_condition("id = 1; DROP TABLE t"), InvalidConditionError, "statements"
+)
 
 
 # -- the runner ------------------------------------------------------------------------------
@@ -920,12 +917,6 @@ def _run(case: Case, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input(name: str, tmp_path: Path) -> None:
     _run(CASES[name], tmp_path)
-
-
-@pytest.mark.parametrize("name", sorted(XFAIL))
-@pytest.mark.xfail(strict=True, reason="deltatx.spark.expressions accepts it; reported")
-def test_bad_input_known_gap(name: str, tmp_path: Path) -> None:
-    _run(XFAIL[name], tmp_path)
 
 
 def test_corpus_size() -> None:

@@ -213,8 +213,14 @@ class _Translator:
         if not self.text.strip():
             raise InvalidConditionError("the condition is empty")
         try:
-            # sqlglot 30 annotates parse_one with its base class Expr; the nodes are Expressions.
-            tree = cast(exp.Expression, sqlglot.parse_one(self.text, read="spark"))
+            statements = [t for t in sqlglot.parse(self.text, read="spark") if t is not None]
+            if len(statements) != 1:
+                raise InvalidConditionError(
+                    f"the condition '{self.text}' must be one expression, not "
+                    f"{len(statements)} statements"
+                )
+            # sqlglot 30 annotates parse with its base class Expr; the nodes are Expressions.
+            tree = cast(exp.Expression, statements[0])
         except (ParseError, TokenError) as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise InvalidConditionError(
