@@ -33,6 +33,7 @@ from deltatx.kernel.expressions import (
     Opaque,
     Or,
     columns_of,
+    has_opaque,
 )
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.kernel.values import (
@@ -116,22 +117,6 @@ def _disj(children: Iterable[Expression]) -> Expression:
     return kept[0] if len(kept) == 1 else Or(tuple(kept))
 
 
-def _has_opaque(expr: Expression) -> bool:
-    match expr:
-        case Opaque():
-            return True
-        case Column() | Literal():
-            return False
-        case Comparison():
-            return _has_opaque(expr.left) or _has_opaque(expr.right)
-        case In():
-            return _has_opaque(expr.value) or any(_has_opaque(o) for o in expr.options)
-        case IsNull() | IsNotNull() | Not():
-            return _has_opaque(expr.child)
-        case And() | Or():
-            return any(_has_opaque(c) for c in expr.children)
-
-
 def negate_atom(expr: Expression) -> Expression:
     """The negation of a leaf, using the complementary operator where SQL allows it."""
     match expr:
@@ -173,7 +158,7 @@ def _widen(expr: Expression, parts: set[str], *, negate: bool) -> Expression:
         case Not():
             return _widen(expr.child, parts, negate=not negate)
         case _:
-            if _has_opaque(expr) or not columns_of(expr) <= parts:
+            if has_opaque(expr) or not columns_of(expr) <= parts:
                 return TRUE
             return negate_atom(expr) if negate else expr
 

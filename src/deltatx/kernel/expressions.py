@@ -159,6 +159,23 @@ def columns_of(expr: Expression) -> frozenset[str]:
             return acc
 
 
+def has_opaque(expr: Expression) -> bool:
+    """Whether any part of the expression is :class:`Opaque` (not evaluable on metadata)."""
+    match expr:
+        case Opaque():
+            return True
+        case Column() | Literal():
+            return False
+        case Comparison():
+            return has_opaque(expr.left) or has_opaque(expr.right)
+        case In():
+            return has_opaque(expr.value) or any(has_opaque(o) for o in expr.options)
+        case IsNull() | IsNotNull() | Not():
+            return has_opaque(expr.child)
+        case And() | Or():
+            return any(has_opaque(c) for c in expr.children)
+
+
 def to_sql(expr: Expression) -> str:
     """A readable SQL rendering, for messages and hints."""
     match expr:

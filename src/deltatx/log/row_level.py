@@ -28,7 +28,7 @@ from deltatx.errors import (
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
 from deltatx.kernel.conflicts import DvUpdate, PendingCommit, RowLevelWork
 from deltatx.kernel.evaluation import evaluate_on_row
-from deltatx.kernel.expressions import Opaque, or_
+from deltatx.kernel.expressions import has_opaque, or_
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ def _check_appended_rows(
     """Serializable: fails when a live row of an appended file matches the read condition."""
     predicate = or_(*pending.read_set.predicates)
     matches: list[int] = []
-    if pending.read_set.read_whole_table or _has_opaque(predicate):
+    if pending.read_set.read_whole_table or has_opaque(predicate):
         matches = [0]  # cannot evaluate: statistics said it may match, so it conflicts
     else:
         path = f"{log.table_path.rstrip('/')}/{add.path}"
@@ -151,16 +151,3 @@ def _check_appended_rows(
 
 def _with_partitions(row: dict[str, Any], add: AddFile) -> dict[str, Any]:
     return {**row, **add.partition_values} if add.partition_values else row
-
-
-def _has_opaque(expr: object) -> bool:
-    if isinstance(expr, Opaque):
-        return True
-    for name in ("children", "child", "left", "right", "value", "options"):
-        sub = getattr(expr, name, None)
-        if sub is None:
-            continue
-        subs = sub if isinstance(sub, tuple | list) else (sub,)
-        if any(_has_opaque(s) for s in subs):
-            return True
-    return False

@@ -16,19 +16,10 @@ from pyspark.sql.types import StructType as SparkStructType
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
 from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
 from deltatx.kernel.expressions import (
-    And,
-    Comparison,
     Expression,
-    In,
-    IsNotNull,
-    IsNull,
-    Literal,
-    Not,
-    Opaque,
-    Or,
     columns_of,
+    has_opaque,
 )
-from deltatx.kernel.expressions import Column as ColumnRef
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.properties import validate_properties
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
@@ -170,23 +161,7 @@ def file_metrics(files: Sequence[AddFile]) -> tuple[int, int]:
 def covers_whole_files(predicate: Expression, partition_columns: Sequence[str]) -> bool:
     """Whether a predicate is decided by partition values alone, so it covers whole files."""
     parts = {c.lower() for c in partition_columns}
-    return bool(parts) and columns_of(predicate) <= parts and not _has_opaque(predicate)
-
-
-def _has_opaque(expr: Expression) -> bool:
-    match expr:
-        case Opaque():
-            return True
-        case ColumnRef() | Literal():
-            return False
-        case Comparison():
-            return _has_opaque(expr.left) or _has_opaque(expr.right)
-        case In():
-            return _has_opaque(expr.value) or any(_has_opaque(o) for o in expr.options)
-        case IsNull() | IsNotNull() | Not():
-            return _has_opaque(expr.child)
-        case And() | Or():
-            return any(_has_opaque(c) for c in expr.children)
+    return bool(parts) and columns_of(predicate) <= parts and not has_opaque(predicate)
 
 
 def empty_table_frame(spark: SparkSession, schema: StructType) -> DataFrame:
