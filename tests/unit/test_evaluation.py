@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
-    evaluate_on_row,
     file_may_match,
     partition_predicate,
     split_conjuncts,
@@ -39,6 +38,7 @@ from deltatx.kernel.expressions import (
     Opaque,
     Or,
 )
+from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
 # --------------------------------------------------------------------------- helpers

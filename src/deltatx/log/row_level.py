@@ -27,8 +27,8 @@ from deltatx.errors import (
 )
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
 from deltatx.kernel.conflicts import DvUpdate, PendingCommit, RowLevelWork
-from deltatx.kernel.evaluation import evaluate_on_row
 from deltatx.kernel.expressions import has_opaque, or_
+from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 
 if TYPE_CHECKING:

@@ -22,7 +22,6 @@ from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 
 _HOUR_MS = 3_600_000
-_STAGING_PREFIX = STAGING_PREFIX
 
 
 def _relative(root: str, path: str) -> str | None:
@@ -56,7 +55,7 @@ def _keep_key(root: str, path: str) -> str:
 
 def _hidden(relative: str) -> bool:
     first = relative.split("/", 1)[0]
-    if first.startswith(_STAGING_PREFIX):
+    if first.startswith(STAGING_PREFIX):
         return False
     return any(part.startswith(("_", ".")) for part in relative.split("/")[:-1]) or (
         "/" not in relative and relative.startswith(("_", "."))
