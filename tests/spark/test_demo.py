@@ -20,4 +20,4 @@ def test_demo_quick_agrees_with_the_seed(spark: SparkSession, tmp_path: Path) ->
     assert "txn1" in html
     text = console.export_text()
     assert "every observation agrees with seed 000" in text
-    assert (tmp_path / "demo" / "events" / "_delta_log").is_dir()
+    assert (tmp_path / "demo" / "events-Serializable" / "_delta_log").is_dir()

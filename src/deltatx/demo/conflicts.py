@@ -46,6 +46,18 @@ class Op(StrEnum):
         return self.value
 
 
+class ExtraOp(StrEnum):
+    """Operations the row-level table adds to the seed's groups (not in the first table)."""
+
+    ZORDER = "OPTIMIZE ZORDER BY"
+
+    @property
+    def group(self) -> str:
+        """Its own row and column: the seed names it inside the OPTIMIZE cells."""
+        return self.value
+
+
+AnyOp = Op | ExtraOp
 GROUPS: tuple[str, ...] = ("INSERT", "UPDATE, DELETE, MERGE", "OPTIMIZE")
 SCHEMA = "id BIGINT, k INT, v DOUBLE"
 
@@ -87,13 +99,18 @@ SEED_SENTENCE = {
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One run: B (the winner) committed first, then A; ``error`` is A's exception, if any."""
+    """One run: B (the winner) committed first, then A; ``error`` is A's exception, if any.
+
+    ``lost`` is set when the final table matches no serial order of the committed operations
+    (a change was lost or doubled); only the row-level table checks it.
+    """
 
     level: IsolationLevel
-    first: Op
-    second: Op
+    first: AnyOp
+    second: AnyOp
     error: str | None
     message: str | None = None
+    lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +130,9 @@ class Cell:
 
     @property
     def agrees(self) -> bool:
-        """Whether what happened is what the seed says may happen."""
-        return self.observed_conflict == self.documented_may_conflict
+        """Whether what happened is what the seed says may happen (and nothing was lost)."""
+        lost = any(o.lost for o in self.outcomes)
+        return self.observed_conflict == self.documented_may_conflict and not lost
 
 
 def _rows(spark: SparkSession, start: int, n: int) -> DataFrame:

@@ -105,7 +105,10 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
     disagreements += sum(not e.agrees for e in examples)
 
     seconds = time.monotonic() - started
-    tables = [pipeline.table, *sorted(p for p in (directory / "examples").iterdir() if p.is_dir())]
+    tables = [
+        *pipeline.tables,
+        *sorted(p for p in (directory / "examples").iterdir() if p.is_dir()),
+    ]
     report = write_report(
         directory / "report.html",
         sections=[

@@ -21,6 +21,7 @@ class TableSection:
     title: str
     note: str
     cells: Sequence[Cell]
+    groups: Sequence[str] = GROUPS
 
 
 _STYLE = """
@@ -38,20 +39,23 @@ def _label(may: bool) -> str:
     return "can conflict" if may else "cannot conflict"
 
 
-def _grid(cells: Sequence[Cell], level: IsolationLevel) -> str:
+def _grid(cells: Sequence[Cell], level: IsolationLevel, groups: Sequence[str]) -> str:
     by_key = {frozenset((c.row, c.column)): c for c in cells if c.level is level}
-    head = "".join(f"<th>{html.escape(g)}</th>" for g in GROUPS)
+    head = "".join(f"<th>{html.escape(g)}</th>" for g in groups)
     rows = []
-    for i, row in enumerate(GROUPS):
+    for i, row in enumerate(groups):
         tds = []
-        for j, column in enumerate(GROUPS):
+        for j, column in enumerate(groups):
             cell = by_key.get(frozenset((row, column)))
             if j > i or cell is None:
                 tds.append("<td></td>")
                 continue
             css = "bad" if not cell.agrees else ("conflict" if cell.observed_conflict else "ok")
             runs = "<br>".join(
-                html.escape(f"{o.first.value} then {o.second.value}: {o.error or 'committed'}")
+                html.escape(
+                    f"{o.first.value} then {o.second.value}: {o.error or 'committed'}"
+                    + (" — A CHANGE WAS LOST" if o.lost else "")
+                )
                 for o in cell.outcomes
             )
             verdict = "" if cell.agrees else "<br><b>DISAGREES WITH THE SEED</b>"
@@ -126,7 +130,7 @@ def write_report(
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2><p>{html.escape(section.note)}</p>")
         for level in sorted({c.level for c in section.cells}, key=lambda lvl: lvl.value):
-            parts.append(_grid(section.cells, level))
+            parts.append(_grid(section.cells, level, section.groups))
     parts.append("<h2>Seed 000's worked examples</h2>" + _examples(examples))
     parts.append("<h2>Table histories</h2>" + "".join(_history(p) for p in tables))
     parts.append("</body></html>")

@@ -141,6 +141,8 @@ class PendingCommit:
         is_blind_append: Whether it is a blind append (written as ``isBlindAppend``).
         schema: The read snapshot's schema (types partition values and statistics).
         partition_columns: The read snapshot's partition columns.
+        deletion_vectors: Whether the table writes deletion vectors (property on and feature
+            named); a compaction's race with a DML is then settled by row position.
     """
 
     read_version: int
@@ -151,51 +153,7 @@ class PendingCommit:
     is_blind_append: bool
     schema: StructType
     partition_columns: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DvUpdate:
-    """A winner replaced a file only by adding rows to its deletion vector (same path).
-
-    Attributes:
-        path: The data file.
-        before: The winner's ``remove`` (the vector it replaced).
-        after: The winner's ``add`` (the vector now in force).
-    """
-
-    path: str
-    before: RemoveFile
-    after: AddFile
-
-
-@dataclass(frozen=True, slots=True)
-class RowLevelWork:
-    """What is left to settle a winner at row level; pure data, the log layer does the I/O.
-
-    Attributes:
-        winner: The winning commit.
-        dv_updates: The winner's vector-only changes to files this transaction read at row
-            level: conflict iff the winner's newly deleted rows meet the rows this transaction
-            matched; otherwise this transaction's own vector on the file (if any) is rebased
-            onto the winner's by union.
-        appended: Serializable only: files the winner added whose statistics may match this
-            transaction's condition; conflict iff one of their live rows does.
-    """
-
-    winner: WinningCommit
-    dv_updates: tuple[DvUpdate, ...] = ()
-    appended: tuple[AddFile, ...] = ()
-
-
-def dv_updates_of(winner: WinningCommit) -> dict[str, DvUpdate]:
-    """The files a winner changed only through their deletion vector (remove + add, same path)."""
-    adds = {a.path: a for a in winner.adds if a.deletion_vector is not None and a.data_change}
-    out: dict[str, DvUpdate] = {}
-    for rm in winner.removes:
-        add = adds.get(rm.path)
-        if add is not None and rm.data_change and rm.dv_id != add.dv_id:
-            out[rm.path] = DvUpdate(rm.path, rm, add)
-    return out
+    deletion_vectors: bool = False
 
 
 class ConflictChecker:
@@ -217,15 +175,6 @@ class ConflictChecker:
         self._changes_metadata = any(isinstance(a, Metadata) for a in acts)
         preds = pending.read_set.predicates
         self._predicate: Expression = or_(*preds)
-        read = pending.read_set
-        # Seed 000: row-level concurrency needs an unpartitioned table (with deletion vectors,
-        # which is how rows were recorded) and no limitation in the transaction's conditions.
-        self.row_level = (
-            not pending.partition_columns
-            and read.row_level_fallback is None
-            and bool(read.row_level_rows)
-            and not self._changes_metadata
-        )
 
     def check(self, winner: WinningCommit) -> None:
         """Raises the conflict the winner causes, if any.
@@ -251,56 +200,6 @@ class ConflictChecker:
         self._check_delete_delete(winner)
         self._check_appends(winner)
         self._check_delete_read(winner)
-
-    def check_row_level(self, winner: WinningCommit) -> RowLevelWork:
-        """Like :meth:`check`, but leaves row-level questions to the caller as data.
-
-        Only for :attr:`row_level` transactions. Metadata, protocol, domain and application
-        id conflicts raise as usual. Files the winner changed only through their deletion
-        vector are returned when this transaction read them at row level (otherwise they are
-        file-level conflicts as before). Appends never conflict under WriteSerializable (seed
-        000: UPDATE, DELETE and MERGE cannot conflict with INSERT); under Serializable the
-        added files whose statistics may match are returned for a row check.
-
-        Raises:
-            ConcurrentModificationException: A conflict that rows cannot resolve.
-        """
-        self._check_protocol(winner)
-        self._check_metadata(winner)
-        self._check_domains(winner)
-        self._check_app_ids(winner)
-        rows = self.pending.read_set.row_level_rows
-        updates = dv_updates_of(winner)
-        resolvable = {p: u for p, u in updates.items() if p in rows}
-        rest = WinningCommit(
-            version=winner.version,
-            actions=tuple(
-                a
-                for a in winner.actions
-                if not (isinstance(a, AddFile | RemoveFile) and a.path in resolvable)
-            ),
-        )
-        self._check_delete_delete(rest)
-        self._check_delete_read(rest)
-        appended: tuple[AddFile, ...] = ()
-        if self.pending.isolation_level is IsolationLevel.SERIALIZABLE:
-            read = self.pending.read_set
-            appended = tuple(
-                a
-                for a in rest.adds
-                if a.data_change
-                and a.path not in updates
-                and (
-                    read.read_whole_table
-                    or file_may_match(
-                        self._predicate,
-                        a,
-                        schema=self.pending.schema,
-                        partition_columns=self.pending.partition_columns,
-                    )
-                )
-            )
-        return RowLevelWork(winner, tuple(resolvable.values()), appended)
 
     # C1 -------------------------------------------------------------------------------------
 

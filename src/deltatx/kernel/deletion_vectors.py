@@ -8,6 +8,7 @@ named by a UUID relative to the table root, ``p`` an absolute path. No I/O happe
 
 from __future__ import annotations
 
+import json
 import struct
 import uuid
 import zlib
@@ -236,3 +237,32 @@ def descriptor_location(dv: DeletionVectorDescriptor) -> str:
     if dv.storage_type == "p":
         return dv.path_or_inline_dv
     raise InvalidArgumentError(f"an inline deletion vector has no file (type {dv.storage_type!r})")
+
+
+def loose_stats(stats: str | None) -> str | None:
+    """The statistics of a file that got a deletion vector: same values, ``tightBounds`` false.
+
+    Min/max still bound the live rows, just not tightly; ``numRecords`` stays the physical count
+    as the protocol requires.
+    """
+    if not stats:
+        return stats
+    try:
+        parsed = json.loads(stats)
+    except ValueError:
+        return stats
+    if not isinstance(parsed, dict):
+        return stats
+    parsed["tightBounds"] = False
+    return json.dumps(parsed, separators=(",", ":"))
+
+
+def num_records(stats: str | None) -> int | None:
+    """``numRecords`` from a file's statistics (the physical row count), if present."""
+    if not stats:
+        return None
+    try:
+        n = json.loads(stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None

@@ -39,9 +39,10 @@ from deltatx.kernel.actions import (
     SetTransaction,
 )
 from deltatx.kernel.codec import serialize_commit
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts_row_level import RowLevelChecker, checker_for
 from deltatx.kernel.deletion_vectors import dv_relative_path
-from deltatx.kernel.features import check_writable
+from deltatx.kernel.features import check_writable, writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import LOG_DIR, commit_name
 from deltatx.kernel.operations import Operation
@@ -256,7 +257,7 @@ def commit(
         ConcurrentModificationException: A winning commit conflicts (a documented subclass).
         CommitRetriesExceededError: The retry limit was reached.
     """
-    md, _proto = validate_actions(actions, read_snapshot=read_snapshot, table_path=log.table_path)
+    md, proto = validate_actions(actions, read_snapshot=read_snapshot, table_path=log.table_path)
     props = TableProperties.from_configuration(md.configuration)
     read_version = -1 if read_snapshot is None else read_snapshot.version
     partition_source = md if read_snapshot is None else read_snapshot.metadata
@@ -275,6 +276,8 @@ def commit(
         is_blind_append=blind,
         schema=parse_schema(partition_source.schema_string),
         partition_columns=tuple(partition_source.partition_columns),
+        deletion_vectors=props.enable_deletion_vectors
+        and "deletionVectors" in writer_features(proto),
     )
     info = CommitInfo(
         timestamp=int(time.time() * 1000),
@@ -290,7 +293,7 @@ def commit(
     )
     attempt_version = read_version + 1
     started = time.monotonic()
-    checker = ConflictChecker(pending)
+    checker = checker_for(pending)
     for attempt in range(1, limit + 1):
         data = serialize_commit(
             [replace(info, timestamp=int(time.time() * 1000)), *pending.actions]
@@ -316,7 +319,7 @@ def commit(
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
-            if checker.row_level:
+            if isinstance(checker, RowLevelChecker):
                 # Row-level concurrency (seed 000): the kernel says what to compare, this
                 # layer reads the deletion vectors and rebases our vectors onto the winner's.
                 from deltatx.log.row_level import resolve_row_level
@@ -325,7 +328,7 @@ def commit(
                 settled = resolve_row_level(log, pending, work)
                 if settled is not pending:
                     pending = settled
-                    checker = ConflictChecker(pending)
+                    checker = checker_for(pending)
                 continue
             try:
                 checker.check(winner)
@@ -334,7 +337,7 @@ def commit(
                 if rebased is None:
                     raise
                 pending = rebased
-                checker = ConflictChecker(pending)
+                checker = checker_for(pending)
         attempt_version = max(latest + 1, attempt_version)
         if attempt > 3:
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))

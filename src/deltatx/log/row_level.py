@@ -1,15 +1,18 @@
 """Row-level concurrency: settle what the kernel checker left as data, then rebase.
 
-The kernel's :meth:`~deltatx.kernel.conflicts.ConflictChecker.check_row_level` says which files
-a winner changed only through their deletion vector and (under Serializable) which appended
-files may hold rows this transaction's condition matches. Here the vectors and rows are read:
+The kernel's :meth:`~deltatx.kernel.conflicts_row_level.RowLevelChecker.check_row_level` says
+which files a winner changed only through their deletion vector and (under Serializable) which
+appended files may hold rows this transaction's condition matches. Here the vectors and rows
+are read:
 
 * a winner's newly deleted rows that meet rows this transaction matched are a conflict whose
   exception names the rows;
 * otherwise, where this transaction also changed the file's vector, its ``remove(P, ours
   before)`` + ``add(P, ours after)`` pair is rewritten to ``remove(P, winner's)`` + ``add(P,
   winner's + ours)``, the union written to a new DV file, so no concurrent deletion is lost;
-* an appended live row that satisfies the condition is a conflict (Serializable only).
+* an appended live row that satisfies the condition is a conflict (Serializable only);
+* a compaction's race with a DML is settled by row position
+  (:mod:`deltatx.log.row_level_compaction`).
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from deltatx.errors import (
     ConcurrentDeleteReadException,
 )
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
-from deltatx.kernel.conflicts import DvUpdate, PendingCommit, RowLevelWork
+from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.conflicts_row_level import DvUpdate, RowLevelWork
 from deltatx.kernel.expressions import has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.log.deletion_vectors import DvReader, write_dvs
+from deltatx.log.row_level_compaction import follow_compactions, settle_source_changes
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
@@ -49,7 +54,20 @@ def resolve_row_level(log: DeltaLog, pending: PendingCommit, work: RowLevelWork)
         ConcurrentDeleteDeleteException: ... and this transaction changed those rows too.
         ConcurrentAppendException: Serializable: the winner added a row the condition matches.
     """
+    if work.is_empty:
+        return pending
     reader = DvReader(log)
+    pending = _rebase_dv_updates(log, reader, pending, work)
+    for add in work.appended:
+        _check_appended_rows(log, reader, pending, work, add)
+    pending = follow_compactions(log, reader, pending, work)
+    return settle_source_changes(log, reader, pending, work)
+
+
+def _rebase_dv_updates(
+    log: DeltaLog, reader: DvReader, pending: PendingCommit, work: RowLevelWork
+) -> PendingCommit:
+    """Compares the winner's vector-only changes by rows; unions our vectors onto theirs."""
     own_removes = {a.path: a for a in pending.actions if isinstance(a, RemoveFile)}
     own_adds = {
         a.path: a
@@ -89,8 +107,6 @@ def resolve_row_level(log: DeltaLog, pending: PendingCommit, work: RowLevelWork)
                 own_removes[update.path]
             )
             rebases.append((update, reader.rows_of(update.after) | ours_new))
-    for add in work.appended:
-        _check_appended_rows(log, reader, pending, work, add)
     if not rebases:
         return pending
     descriptors = write_dvs(log, [rows for _, rows in rebases])

@@ -9,7 +9,6 @@ vectors of one statement share one DV file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -17,6 +16,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, SparkSession
 
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.deletion_vectors import loose_stats, num_records
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.row_level import row_level_limitation
 from deltatx.log.deletion_vectors import DvReader, write_dvs
@@ -46,32 +46,12 @@ class DvChanges:
 
 def physical_rows(txn: OptimisticTransaction, f: AddFile) -> int:
     """The number of rows stored in a data file (``numRecords``, else its Parquet footer)."""
-    if f.stats:
-        try:
-            n = json.loads(f.stats).get("numRecords")
-        except ValueError:
-            n = None
-        if isinstance(n, int):
-            return n
+    n = num_records(f.stats)
+    if n is not None:
+        return n
     location = TableLocation.parse(txn.log.table_path)
     path = location.fs_path(decode_uri_path(f.path))
     return int(pq.read_metadata(path, filesystem=location.fs).num_rows)
-
-
-def loose_stats(stats: str | None) -> str | None:
-    """The statistics of a file that got a deletion vector: same values, ``tightBounds`` false.
-
-    Min/max still bound the live rows, just not tightly; ``numRecords`` stays the physical count
-    as the protocol requires.
-    """
-    if not stats:
-        return stats
-    try:
-        parsed = json.loads(stats)
-    except ValueError:
-        return stats
-    parsed["tightBounds"] = False
-    return json.dumps(parsed, separators=(",", ":"))
 
 
 def mark_deleted(

@@ -1,8 +1,10 @@
 """OPTIMIZE: bin-packing compaction and Z-order clustering, all actions ``dataChange=false``.
 
-Compaction keeps the order of the source rows (by file, then row index) within each output
-file, so a position in an output file can be traced back to its source file and row: that is
-what lets a deletion vector written concurrently on a compacted file be carried over later.
+Compaction writes each bin as one output file that keeps the order of the source rows (by
+file, then row index) and names its sources in its tags (:mod:`.compaction_write`), so a
+position in an output file can be traced back to its source file and row: that is what lets a
+deletion vector written concurrently on a compacted file be carried over, in either commit
+order. Z-order clustering reorders rows and records no such trace.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from deltatx.kernel.metrics import OptimizeMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import condition_to_predicate, file_metrics
-from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.commands.compaction_write import write_bins
+from deltatx.spark.commands.rewrite import read_addressed
 from deltatx.spark.schema import quote_column
 from deltatx.spark.write import write_files
 
-_BIN = "__deltatx_bin"
 _ZVALUE = "__deltatx_z"
 # Each Z-order column is bucketed into 2**_Z_BITS ranges before interleaving.
 _Z_BITS = 8
@@ -95,25 +97,7 @@ def stage_compaction(
     chosen = [f for b in bins for f in b]
     added: list[AddFile] = []
     if chosen:
-        index_of_bin = {id(f): i for i, b in enumerate(bins) for f in b}
-        bin_of_file = [index_of_bin[id(f)] for f in chosen]
-        rows = read_addressed(spark, txn, chosen)
-        mapping = spark.createDataFrame(
-            list(enumerate(bin_of_file)), f"{FILE_INDEX_COLUMN} BIGINT, {_BIN} INT"
-        )
-        ordered = (
-            rows.join(F.broadcast(mapping), on=FILE_INDEX_COLUMN)
-            .repartition(len(bins), F.col(_BIN))
-            .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
-            .select(*[quote_column(f.name) for f in txn.schema.fields])
-        )
-        added = write_files(
-            ordered,
-            table_path=txn.log.table_path,
-            partition_columns=txn.partition_columns,
-            schema=txn.schema,
-            data_change=False,
-        )
+        added = write_bins(spark, txn, bins)
     txn.remove_files(chosen, data_change=False)
     txn.add_files(added)
     rows_total, removed_bytes = file_metrics(chosen)

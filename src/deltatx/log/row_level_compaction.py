@@ -1,0 +1,215 @@
+"""OPTIMIZE and REORG vs DML on tables with deletion vectors: follow the rows, in either order.
+
+Seed 000: with deletion vectors, OPTIMIZE conflicts with UPDATE, DELETE and MERGE (and with
+another OPTIMIZE) only when it uses ZORDER BY; partitioned tables get this too. A compaction
+output records which rows of which sources it holds (:mod:`deltatx.kernel.compaction`), so:
+
+* a DML that commits after a compaction of a file it changed moves its change onto the
+  output: ``remove(P)`` + ``add(P, DV)`` becomes ``remove(O)`` + ``add(O, DV')`` where ``DV'``
+  deletes the same rows at their positions in ``O`` (or ``remove(O)`` when nothing is left);
+  its new files (updated rows) stay, and what it read follows the rows too, so later winners
+  are still compared by rows;
+* a compaction that commits after a DML changed one of its sources deletes the DML's newly
+  deleted rows from its output (a deletion vector on ``O``) and removes the file entry the DML
+  left in force; a source the DML removed whole has all its rows deleted from ``O``.
+
+A Z-order output carries no provenance, so those races stay file-level conflicts: they may
+conflict, but never lose a change.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from deltatx.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
+from deltatx.kernel.actions import Action, AddFile, RemoveFile
+from deltatx.kernel.compaction import RowsNotLiveError, map_rows, segments_of
+from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.conflicts_row_level import RowLevelWork
+from deltatx.kernel.deletion_vectors import loose_stats, num_records
+from deltatx.log.deletion_vectors import DvReader, write_dvs
+
+if TYPE_CHECKING:
+    from deltatx.log.delta_log import DeltaLog
+
+_CHANGED_BEFORE_HINT = (
+    "The file changed between this transaction's read and the concurrent compaction in a way "
+    "its rows cannot be followed through. Retry the operation."
+)
+
+
+def _physical_rows(add: AddFile) -> int:
+    """Rows stored in a compaction output (its statistics, else the sum of its sources)."""
+    n = num_records(add.stats)
+    if n is not None:
+        return n
+    return sum(s.live_rows for s in segments_of(add) or ())
+
+
+def follow_compactions(
+    log: DeltaLog, reader: DvReader, pending: PendingCommit, work: RowLevelWork
+) -> PendingCommit:
+    """Moves a DML's reads and changes on files a winner compacted onto the winner's outputs.
+
+    Raises:
+        ConcurrentDeleteReadException: Rows this transaction matched were not in the output
+            (they were deleted before the compaction: a winner the row checks missed).
+        ConcurrentDeleteDeleteException: The same, for rows this transaction changed.
+    """
+    if not work.compacted:
+        return pending
+    winner = work.winner
+    own_removes = {a.path: a for a in pending.actions if isinstance(a, RemoveFile)}
+    own_adds = {
+        a.path: a
+        for a in pending.actions
+        if isinstance(a, AddFile) and a.path in own_removes and a.deletion_vector is not None
+    }
+    rows = dict(pending.read_set.row_level_rows)
+    files = dict(pending.read_set.read_files)
+    outputs: dict[str, AddFile] = {}
+    deleted: dict[str, set[int]] = {}
+    dropped: set[str] = set()
+    for c in work.compacted:
+        at_compaction = reader.rows_of(c.removed)
+        ordered = sorted(at_compaction)
+        outputs[c.output.path] = c.output
+        own = own_removes.get(c.path)
+        try:
+            matched = map_rows(
+                rows.pop(c.path, frozenset()), deleted_at_compaction=ordered, segment=c.segment
+            )
+        except RowsNotLiveError as exc:
+            cls = ConcurrentDeleteDeleteException if own else ConcurrentDeleteReadException
+            raise cls(
+                winning_version=winner.version,
+                winning_operation=winner.operation,
+                file=c.path,
+                rows=exc.rows,
+                hint=_CHANGED_BEFORE_HINT,
+            ) from None
+        rows[c.output.path] = rows.get(c.output.path, frozenset()) | frozenset(matched)
+        files.pop(c.path, None)
+        files[c.output.path] = c.output
+        if own is None:
+            continue
+        if own.dv_id != c.removed.dv_id:
+            # Earlier winners were rebased into our remove, so it names the entry the
+            # compaction read; anything else would map rows against the wrong vector.
+            raise ConcurrentDeleteDeleteException(
+                winning_version=winner.version,
+                winning_operation=winner.operation,
+                file=c.path,
+                hint=_CHANGED_BEFORE_HINT,
+            )
+        dropped.add(c.path)
+        if c.path in own_adds:
+            ours = reader.rows_of(own_adds[c.path]) - at_compaction
+            positions = map_rows(ours, deleted_at_compaction=ordered, segment=c.segment)
+        else:
+            positions = list(c.segment.positions())  # we deleted every live row of the file
+        deleted.setdefault(c.output.path, set()).update(positions)
+
+    now = int(time.time() * 1000)
+    carried: list[Action] = []
+    partial: list[tuple[AddFile, frozenset[int]]] = []
+    for path, gone in deleted.items():
+        out = outputs[path]
+        total = reader.rows_of(out) | gone
+        if len(total) >= _physical_rows(out):
+            carried.append(out.remove(timestamp=now))
+        else:
+            partial.append((out, total))
+    for (out, _), dv in zip(partial, write_dvs(log, [r for _, r in partial]), strict=True):
+        carried.append(out.remove(timestamp=now))
+        carried.append(
+            replace(out, deletion_vector=dv, data_change=True, stats=loose_stats(out.stats))
+        )
+    actions = [
+        a
+        for a in pending.actions
+        if not (isinstance(a, AddFile | RemoveFile) and a.path in dropped)
+    ]
+    read_set = replace(
+        pending.read_set,
+        row_level_rows=MappingProxyType(rows),
+        read_files=MappingProxyType(files),
+    )
+    return replace(pending, actions=(*actions, *carried), read_set=read_set)
+
+
+def settle_source_changes(
+    log: DeltaLog, reader: DvReader, pending: PendingCommit, work: RowLevelWork
+) -> PendingCommit:
+    """Deletes from this compaction's outputs the rows winners deleted from its sources.
+
+    Raises:
+        ConcurrentDeleteDeleteException: A winner brought back rows the compaction dropped
+            (its vector on a source is not a superset of the one compacted), which an output
+            cannot express.
+    """
+    if not work.source_changes:
+        return pending
+    winner = work.winner
+    own_removes = {a.path: a for a in pending.actions if isinstance(a, RemoveFile)}
+    adds = {a.path: a for a in pending.actions if isinstance(a, AddFile)}
+    swaps: dict[str, RemoveFile | None] = {}
+    deleted: dict[str, set[int]] = {}
+    for ch in work.source_changes:
+        ours = own_removes[ch.path]
+        at_compaction = reader.rows_of(ours)
+        if ch.after is None:
+            positions = list(ch.segment.positions())
+            swaps[ch.path] = None  # already gone; our tombstone would be a second one
+        else:
+            now_deleted = reader.rows_of(ch.after)
+            if not at_compaction <= now_deleted:
+                raise ConcurrentDeleteDeleteException(
+                    winning_version=winner.version,
+                    winning_operation=winner.operation,
+                    file=ch.path,
+                    hint=(
+                        "The concurrent commit restored rows of a file this compaction "
+                        "rewrote; retry the compaction."
+                    ),
+                )
+            positions = map_rows(
+                now_deleted - at_compaction,
+                deleted_at_compaction=sorted(at_compaction),
+                segment=ch.segment,
+            )
+            # Our remove must name the entry now in force, or log replay would keep it live.
+            swaps[ch.path] = ch.after.remove(
+                timestamp=ours.deletion_timestamp or int(time.time() * 1000), data_change=False
+            )
+        deleted.setdefault(ch.output.path, set()).update(positions)
+
+    outputs: dict[str, AddFile | None] = {}
+    partial: list[tuple[AddFile, frozenset[int]]] = []
+    for path, gone in deleted.items():
+        current = adds[path]
+        total = reader.rows_of(current) | gone
+        if len(total) >= _physical_rows(current):
+            outputs[path] = None  # every row it copied is gone or lives in the winner's files
+        else:
+            partial.append((current, total))
+    for (current, _), dv in zip(partial, write_dvs(log, [r for _, r in partial]), strict=True):
+        outputs[current.path] = replace(
+            current, deletion_vector=dv, stats=loose_stats(current.stats)
+        )
+    actions: list[Action] = []
+    for a in pending.actions:
+        if isinstance(a, RemoveFile) and a.path in swaps:
+            swapped = swaps[a.path]
+            if swapped is not None:
+                actions.append(swapped)
+        elif isinstance(a, AddFile) and a.path in outputs:
+            kept = outputs[a.path]
+            if kept is not None:
+                actions.append(kept)
+        else:
+            actions.append(a)
+    return replace(pending, actions=tuple(actions))

@@ -1,0 +1,169 @@
+"""Writes compaction bins so that each output file's rows trace back to their sources.
+
+Each bin of source files becomes exactly one output file whose rows are the bin's live rows in
+order of (file in the bin, physical row index). The output's ``tags`` then name its sources
+with their live row counts (:mod:`deltatx.kernel.compaction`), which is what lets a deletion
+vector written concurrently on a source be carried onto the output, and back (seed 000:
+OPTIMIZE does not conflict with DML on tables with deletion vectors).
+
+Spark gives no handle on which task writes which rows, so the layout is forced: rows are
+hash-partitioned by bin (a bin never spans two tasks), sorted by (bin, file, row) within each
+task, and written with the bin as the only ``partitionBy`` column, so the writer opens one file
+per bin and keeps the sort order (the required ordering is a prefix of ours, so Spark adds no
+sort of its own). Files are then moved from the bin directories to the directory of the bin's
+first source. An output whose row count does not match the sources' live rows gets no tag:
+its races are then judged per file, which is coarser but never wrong.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+from collections.abc import Sequence
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
+from deltatx.kernel.log_paths import STAGING_PREFIX
+from deltatx.kernel.schema import StructType
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.dv_dml import physical_rows
+from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.schema import quote_column
+from deltatx.spark.stats import file_stats_json
+from deltatx.spark.write import (
+    TableLocation,
+    decode_uri_path,
+    encode_uri_path,
+    ensure_micros_timestamps,
+)
+
+_BIN = "__deltatx_bin"
+_BIN_DIR = re.compile(rf"^{_BIN}=(\d+)$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_TASK_NUMBER = re.compile(r"^part-\d+")
+
+
+def live_rows(txn: OptimisticTransaction, f: AddFile) -> int:
+    """Rows of ``f`` not deleted by its deletion vector."""
+    deleted = 0 if f.deletion_vector is None else f.deletion_vector.cardinality
+    return physical_rows(txn, f) - deleted
+
+
+def _target_dir(first_source: AddFile) -> str:
+    """Where an output goes: beside its bin's first source (its partition directory)."""
+    if _SCHEME.match(first_source.path) or first_source.path.startswith("/"):
+        return ""
+    return posixpath.dirname(decode_uri_path(first_source.path))
+
+
+def write_bins(
+    spark: SparkSession, txn: OptimisticTransaction, bins: Sequence[Sequence[AddFile]]
+) -> list[AddFile]:
+    """Writes each bin as one output file (none for a bin without live rows).
+
+    Args:
+        spark: The session to write with.
+        txn: The compaction's transaction (table, schema, partitioning).
+        bins: Source files grouped by output; every bin lies within one partition.
+
+    Returns:
+        The outputs' ``add`` actions, ``dataChange=false``, tagged with their sources.
+    """
+    chosen = [f for b in bins for f in b]
+    if not chosen:
+        return []
+    bin_of_file = [i for i, b in enumerate(bins) for _ in b]
+    rows = read_addressed(spark, txn, chosen)
+    mapping = spark.createDataFrame(
+        list(enumerate(bin_of_file)), f"{FILE_INDEX_COLUMN} BIGINT, {_BIN} INT"
+    )
+    parts = {c.lower() for c in txn.partition_columns}
+    data_schema = StructType(tuple(f for f in txn.schema.fields if f.name.lower() not in parts))
+    ordered = (
+        rows.join(F.broadcast(mapping), on=FILE_INDEX_COLUMN)
+        .repartition(len(bins), F.col(_BIN))
+        .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
+        # Partition values live in the log, not in data files; the bin says where they go.
+        .select(*[quote_column(f.name) for f in data_schema.fields], _BIN)
+    )
+    ensure_micros_timestamps(spark)
+    location = TableLocation.parse(txn.log.table_path)
+    staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging = location.fs_path(staging_rel)
+    try:
+        (
+            ordered.write.mode("error")
+            .format("parquet")
+            .partitionBy(_BIN)
+            # Never split a bin: a session default for maxRecordsPerFile would.
+            .option("maxRecordsPerFile", "0")
+            .save(location.spark_path(staging_rel))
+        )
+        written = _written_by_bin(location.fs, staging)
+        out: list[AddFile] = []
+        for index, paths in sorted(written.items()):
+            out.extend(_publish_bin(txn, location, index, bins[index], paths, data_schema))
+        return out
+    finally:
+        if location.fs.get_file_info(staging).type != pafs.FileType.NotFound:
+            location.fs.delete_dir(staging)
+
+
+def _written_by_bin(fs: pafs.FileSystem, staging: str) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for info in fs.get_file_info(pafs.FileSelector(staging, recursive=True)):
+        if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
+            continue
+        rel = info.path[len(staging) + 1 :]
+        parent, _, name = rel.rpartition("/")
+        match = _BIN_DIR.match(parent)
+        if match is None or name.startswith((".", "_")):
+            continue
+        out.setdefault(int(match.group(1)), []).append(info.path)
+    return out
+
+
+def _publish_bin(
+    txn: OptimisticTransaction,
+    location: TableLocation,
+    index: int,
+    sources: Sequence[AddFile],
+    paths: Sequence[str],
+    data_schema: StructType,
+) -> list[AddFile]:
+    fs = location.fs
+    target_dir = _target_dir(sources[0])
+    if target_dir:
+        fs.create_dir(location.fs_path(target_dir), recursive=True)
+    counts = [(f.path, live_rows(txn, f)) for f in sources]
+    published: list[AddFile] = []
+    for source in sorted(paths):
+        metadata = pq.read_metadata(source, filesystem=fs)
+        if metadata.num_rows == 0:
+            continue
+        # Spark numbers files by task, and two bins may share a task (and so a name, once
+        # out of their bin directories); number them by bin instead.
+        name = _TASK_NUMBER.sub(f"part-{index:05d}", source.rpartition("/")[2], count=1)
+        rel = f"{target_dir}/{name}" if target_dir else name
+        target = location.fs_path(rel)
+        fs.move(source, target)
+        info = fs.get_file_info(target)
+        traced = len(paths) == 1 and metadata.num_rows == sum(n for _, n in counts)
+        published.append(
+            AddFile(
+                path=encode_uri_path(rel),
+                partition_values=dict(sources[0].partition_values),
+                size=info.size,
+                modification_time=info.mtime_ns // 1_000_000,
+                data_change=False,
+                stats=file_stats_json(metadata, data_schema),
+                tags={SOURCES_TAG: encode_sources(counts)} if traced else None,
+            )
+        )
+    return published
