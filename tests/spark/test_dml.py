@@ -1,6 +1,8 @@
 """DELETE, UPDATE, MERGE, OPTIMIZE, VACUUM and RESTORE against brute-force oracles.
 
-Each oracle computes the same change with plain DataFrame operations on the old snapshot.
+Each oracle computes the same change with plain DataFrame operations on the old snapshot. The
+oracle tests run with deletion vectors on (the default for new tables) and off (copy-on-write
+rewrites), so both write paths stay covered.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ def rows(df: DataFrame) -> list[tuple[object, ...]]:
     return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
-def make_table(spark: SparkSession, path: Path, *, partitioned: bool) -> DeltaTable:
+def make_table(
+    spark: SparkSession, path: Path, *, partitioned: bool, dv: bool = True
+) -> DeltaTable:
     data = spark.range(0, 60).select(
         F.col("id"),
         F.concat(F.lit("2024-01-0"), (F.col("id") % 3 + 1).cast("string")).alias("date"),
@@ -41,11 +45,17 @@ def make_table(spark: SparkSession, path: Path, *, partitioned: bool) -> DeltaTa
             data.filter(F.col("id") % 3 == part).repartition(2),
             str(path),
             partition_by=["date"] if partitioned else None,
+            properties={"delta.enableDeletionVectors": str(dv).lower()},
         )
     return DeltaTable.for_path(spark, str(path))
 
 
+def has_vectors(dt: DeltaTable) -> bool:
+    return any(f.deletion_vector is not None for f in dt.snapshot().add_files())
+
+
 PARTITIONING = [pytest.param(True, id="partitioned"), pytest.param(False, id="unpartitioned")]
+DV = [pytest.param(True, id="dv"), pytest.param(False, id="copy-on-write")]
 
 
 @pytest.mark.parametrize("partitioned", PARTITIONING)
@@ -60,10 +70,11 @@ PARTITIONING = [pytest.param(True, id="partitioned"), pytest.param(False, id="un
         None,
     ],
 )
+@pytest.mark.parametrize("dv", DV)
 def test_delete_matches_oracle(
-    spark: SparkSession, table_dir: Path, partitioned: bool, condition: str | None
+    spark: SparkSession, table_dir: Path, partitioned: bool, condition: str | None, dv: bool
 ) -> None:
-    dt = make_table(spark, table_dir, partitioned=partitioned)
+    dt = make_table(spark, table_dir, partitioned=partitioned, dv=dv)
     before = dt.to_df()
     expected = rows(before.filter(f"NOT coalesce({condition}, false)")) if condition else []
     metrics = dt.delete(condition)
@@ -71,6 +82,8 @@ def test_delete_matches_oracle(
     assert metrics.num_deleted_rows == before.count() - len(expected)
     if condition == "id = -1":
         assert metrics.num_removed_files == 0 and metrics.num_added_files == 0
+    if not dv or condition == "id < 10":
+        assert has_vectors(dt) == dv  # a partial delete marks rows only with vectors on
     hist = dt.history(1).collect()[0]
     assert hist["operation"] == "DELETE"
     assert int(hist["operationMetrics"]["numDeletedRows"]) == metrics.num_deleted_rows
@@ -95,14 +108,16 @@ def test_delete_of_whole_partition_rewrites_nothing(spark: SparkSession, table_d
         ("date = '2024-01-03'", {"date": "'2024-02-01'"}),
     ],
 )
+@pytest.mark.parametrize("dv", DV)
 def test_update_matches_oracle(
     spark: SparkSession,
     table_dir: Path,
     partitioned: bool,
     condition: str | None,
     assignments: dict[str, str],
+    dv: bool,
 ) -> None:
-    dt = make_table(spark, table_dir, partitioned=partitioned)
+    dt = make_table(spark, table_dir, partitioned=partitioned, dv=dv)
     before = dt.to_df()
     cond = F.expr(condition) if condition else F.lit(True)
     expected_df = before.select(
@@ -122,6 +137,8 @@ def test_update_matches_oracle(
     metrics = dt.update(condition, set=assignments)
     assert rows(dt.to_df()) == expected
     assert metrics.num_updated_rows == before.filter(F.coalesce(cond, F.lit(False))).count()
+    if not dv or condition == "id % 4 = 0":
+        assert has_vectors(dt) == dv
 
 
 def test_update_and_delete_refuse_bad_input_before_writing(
@@ -155,8 +172,11 @@ def _merge_oracle(target: DataFrame, source: DataFrame) -> list[tuple[object, ..
 
 
 @pytest.mark.parametrize("partitioned", PARTITIONING)
-def test_merge_matches_oracle(spark: SparkSession, table_dir: Path, partitioned: bool) -> None:
-    dt = make_table(spark, table_dir, partitioned=partitioned)
+@pytest.mark.parametrize("dv", DV)
+def test_merge_matches_oracle(
+    spark: SparkSession, table_dir: Path, partitioned: bool, dv: bool
+) -> None:
+    dt = make_table(spark, table_dir, partitioned=partitioned, dv=dv)
     source = spark.createDataFrame(
         [
             (1, "2024-01-02", "US", 100.0),
@@ -181,10 +201,14 @@ def test_merge_matches_oracle(spark: SparkSession, table_dir: Path, partitioned:
         metrics.num_target_rows_deleted,
         metrics.num_target_rows_inserted,
     ) == (1, 1, 2)
+    assert has_vectors(dt) == dv
 
 
-def test_merge_by_source_clauses_and_clause_order(spark: SparkSession, table_dir: Path) -> None:
-    dt = make_table(spark, table_dir, partitioned=False)
+@pytest.mark.parametrize("dv", DV)
+def test_merge_by_source_clauses_and_clause_order(
+    spark: SparkSession, table_dir: Path, dv: bool
+) -> None:
+    dt = make_table(spark, table_dir, partitioned=False, dv=dv)
     source = spark.createDataFrame([(i, "x", "x", 0.0) for i in range(0, 60, 2)], SCHEMA)
     before = dt.to_df()
     (
@@ -276,10 +300,12 @@ def test_merge_schema_evolution(spark: SparkSession, table_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("partitioned", PARTITIONING)
+@pytest.mark.parametrize("dv", DV)
 def test_optimize_compaction_keeps_rows(
-    spark: SparkSession, table_dir: Path, partitioned: bool
+    spark: SparkSession, table_dir: Path, partitioned: bool, dv: bool
 ) -> None:
-    dt = make_table(spark, table_dir, partitioned=partitioned)
+    dt = make_table(spark, table_dir, partitioned=partitioned, dv=dv)
+    dt.delete("id % 11 = 0")  # with vectors on, compaction must skip the deleted rows
     before = rows(dt.to_df())
     n_before = dt.snapshot().num_files
     m = dt.optimize().execute_compaction()
@@ -300,8 +326,10 @@ def test_optimize_where_only_partition_columns(spark: SparkSession, table_dir: P
     assert m.num_partitions_optimized == 1
 
 
-def test_z_order_keeps_rows_and_clusters(spark: SparkSession, table_dir: Path) -> None:
-    dt = make_table(spark, table_dir, partitioned=False)
+@pytest.mark.parametrize("dv", DV)
+def test_z_order_keeps_rows_and_clusters(spark: SparkSession, table_dir: Path, dv: bool) -> None:
+    dt = make_table(spark, table_dir, partitioned=False, dv=dv)
+    dt.delete("id % 11 = 0")
     before = rows(dt.to_df())
     m = dt.optimize().execute_z_order_by("id", "v")
     assert rows(dt.to_df()) == before

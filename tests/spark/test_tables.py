@@ -191,3 +191,14 @@ def test_transaction_statements_commit_as_one_version(spark: SparkSession, table
         txn.write(events(spark, "a", 10, 3))
         raise RuntimeError("boom")
     assert dt.version() == 1
+
+
+def test_partition_filters_prune_files(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        deltatx.write(events(spark, day, 0, 5), path, partition_by=["date"])
+    df = DeltaTable.for_path(spark, path).to_df()
+    pruned = df.filter("date = '2024-01-01'").inputFiles()
+    assert 0 < len(pruned) < len(df.inputFiles())
+    assert all("2024-01-01" in f for f in pruned)
+    assert df.filter("date = '2024-01-01'").count() == 5

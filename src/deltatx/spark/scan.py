@@ -10,6 +10,7 @@ scale to many thousands of files and partitions, where a union per partition wou
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from urllib.parse import urlsplit
@@ -118,6 +119,10 @@ def files_to_dataframe(
     needs_row_index = row_filter is not None or with_address
     if not columns and not needs_row_index:
         return rows.select(*[quote_column(f.name) for f in schema.fields])
+    if not needs_row_index:
+        by_partition = _group_by_partition(files, spark_paths, columns)
+        if len(by_partition) <= _UNION_LIMIT:
+            return _union_of_partitions(spark, schema, data_schema, columns, by_partition)
 
     lookup = _lookup_table(spark, files, keys, columns)
     rows = rows.select(
@@ -149,6 +154,49 @@ def files_to_dataframe(
     if with_address:
         output += [file_index.alias(FILE_INDEX_COLUMN), F.col(_ROW_INDEX).alias(ROW_INDEX_COLUMN)]
     return rows.select(*output)
+
+
+# Up to this many partitions, a plain read is a union of one scan per partition with the values
+# as literals, which Spark's optimiser prunes when a query filters on partition columns; past
+# it, the plan would grow too large and the broadcast join below takes over.
+_UNION_LIMIT = 64
+
+
+def _group_by_partition(
+    files: Sequence[AddFile], spark_paths: Sequence[str], columns: Sequence[str]
+) -> dict[tuple[str | None, ...], list[str]]:
+    groups: dict[tuple[str | None, ...], list[str]] = {}
+    for add, path in zip(files, spark_paths, strict=True):
+        lowered = {k.lower(): v for k, v in add.partition_values.items()}
+        # The protocol spells a NULL partition value as null or as "".
+        key = tuple(lowered.get(c.lower()) or None for c in columns)
+        groups.setdefault(key, []).append(path)
+    return groups
+
+
+def _union_of_partitions(
+    spark: SparkSession,
+    schema: StructType,
+    data_schema: StructType,
+    columns: Sequence[str],
+    groups: dict[tuple[str | None, ...], list[str]],
+) -> DataFrame:
+    spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
+    reader = spark.read.schema(to_spark_schema(data_schema)).option("recursiveFileLookup", "true")
+    parts: list[DataFrame] = []
+    for values, paths in groups.items():
+        scan = reader.parquet(*[_GLOB_CHARS.sub(r"\\\1", p) for p in paths])
+        parts.append(
+            scan.select(
+                *[
+                    F.lit(values[columns.index(f.name)]).cast(spark_types[f.name]).alias(f.name)
+                    if f.name in columns
+                    else F.col(quote_column(f.name))
+                    for f in schema.fields
+                ]
+            )
+        )
+    return functools.reduce(DataFrame.union, parts)
 
 
 def _partition_alias(position: int) -> str:
