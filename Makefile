@@ -35,7 +35,7 @@ test: lint typecheck imports
 	$(BIN)/pytest tests -q -p no:cacheprovider
 
 stress: $(STAMP)
-	DELTATX_STRESS_FULL=1 $(BIN)/pytest tests/stress -q
+	DELTATX_STRESS_FULL=1 $(BIN)/pytest tests/stress -q -s -p no:cacheprovider
 
 # Benchmarks (issue 7): deltatx next to delta-rs, plain Spark and the disk, measured in one
 # run. Full suite -> benchmarks/results/latest.{json,md}; quick -> benchmarks/results/quick/.
