@@ -135,30 +135,36 @@ class Cell:
         return self.observed_conflict == self.documented_may_conflict and not lost
 
 
-def _rows(spark: SparkSession, start: int, n: int) -> DataFrame:
+def sample_rows(spark: SparkSession, start: int, n: int) -> DataFrame:
+    """``n`` rows of (id, k, v) starting at id ``start``."""
     return spark.range(start, start + n).select(
         F.col("id"), (F.col("id") % 4).cast("int").alias("k"), (F.col("id") * 0.5).alias("v")
     )
 
 
-def build_template(spark: SparkSession, path: Path, level: IsolationLevel) -> None:
-    """An unpartitioned table without deletion vectors, four small files of ten rows."""
+def build_template(
+    spark: SparkSession, path: Path, level: IsolationLevel, *, deletion_vectors: bool = False
+) -> None:
+    """An unpartitioned table, four small files of ten rows (without deletion vectors)."""
     if path.exists():
         shutil.rmtree(path)
     DeltaTable.create(
         spark,
         str(path),
         schema=SCHEMA,
-        properties={"delta.isolationLevel": level.value, "delta.enableDeletionVectors": "false"},
+        properties={
+            "delta.isolationLevel": level.value,
+            "delta.enableDeletionVectors": str(deletion_vectors).lower(),
+        },
     )
     for i in range(4):
-        write(_rows(spark, i * 10, 10).coalesce(1), str(path))
+        write(sample_rows(spark, i * 10, 10).coalesce(1), str(path))
 
 
 def stage(op: Op, spark: SparkSession, txn: Transaction) -> None:
     """Stages ``op`` so that it overlaps any other operation as much as it can."""
     if op is Op.INSERT:
-        txn.write(_rows(spark, 1000 + id(txn) % 100_000 * 10, 3))
+        txn.write(sample_rows(spark, 1000 + id(txn) % 100_000 * 10, 3))
     elif op is Op.UPDATE:
         txn.update("id % 2 = 0", set={"v": "v + 1"})
     elif op is Op.DELETE:

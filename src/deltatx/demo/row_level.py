@@ -18,8 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from deltatx.demo.conflicts import (
     GROUPS,
@@ -30,10 +29,11 @@ from deltatx.demo.conflicts import (
     ExtraOp,
     Op,
     Outcome,
+    build_template,
 )
 from deltatx.errors import ConcurrentModificationException
 from deltatx.kernel.isolation import IsolationLevel
-from deltatx.tables import DeltaTable, Transaction, write
+from deltatx.tables import DeltaTable, Transaction
 
 ROW_LEVEL_GROUPS: tuple[str, ...] = (*GROUPS, ExtraOp.ZORDER.value)
 ALL_OPS: tuple[AnyOp, ...] = (*Op, ExtraOp.ZORDER)
@@ -98,24 +98,9 @@ def documented_with_row_level(a: str, b: str, level: IsolationLevel) -> bool:
 
 def build_row_level_template(spark: SparkSession, path: Path, level: IsolationLevel) -> None:
     """An unpartitioned table with deletion vectors: four small files, one with a vector."""
-    if path.exists():
-        shutil.rmtree(path)
-    DeltaTable.create(
-        spark,
-        str(path),
-        schema=SCHEMA,
-        properties={"delta.isolationLevel": level.value, "delta.enableDeletionVectors": "true"},
-    )
-    for i in range(4):
-        write(_rows(spark, i * 10, 10).coalesce(1), str(path))
+    build_template(spark, path, level, deletion_vectors=True)
     # A vector already in force: compaction must skip its row, and carry the new ones.
     DeltaTable.for_path(spark, str(path)).delete("id = 33")
-
-
-def _rows(spark: SparkSession, start: int, n: int) -> DataFrame:
-    return spark.range(start, start + n).select(
-        F.col("id"), (F.col("id") % 4).cast("int").alias("k"), (F.col("id") * 0.5).alias("v")
-    )
 
 
 def stage_row_level(op: AnyOp, spark: SparkSession, txn: Transaction) -> None:

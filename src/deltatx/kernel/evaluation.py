@@ -18,7 +18,6 @@ from typing import Any
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.expressions import (
-    FALSE,
     TRUE,
     And,
     Column,
@@ -32,8 +31,10 @@ from deltatx.kernel.expressions import (
     Not,
     Opaque,
     Or,
+    and_,
     columns_of,
     has_opaque,
+    or_,
 )
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructField, StructType
@@ -89,34 +90,6 @@ def split_conjuncts(expr: Expression) -> list[Expression]:
     return [] if expr == TRUE else [expr]
 
 
-def _conj(children: Iterable[Expression]) -> Expression:
-    kept: list[Expression] = []
-    for c in children:
-        if c == FALSE:
-            return FALSE
-        if isinstance(c, And):
-            kept.extend(c.children)
-        elif c != TRUE:
-            kept.append(c)
-    if not kept:
-        return TRUE
-    return kept[0] if len(kept) == 1 else And(tuple(kept))
-
-
-def _disj(children: Iterable[Expression]) -> Expression:
-    kept: list[Expression] = []
-    for c in children:
-        if c == TRUE:
-            return TRUE
-        if isinstance(c, Or):
-            kept.extend(c.children)
-        elif c != FALSE:
-            kept.append(c)
-    if not kept:
-        return FALSE
-    return kept[0] if len(kept) == 1 else Or(tuple(kept))
-
-
 def negate_atom(expr: Expression) -> Expression:
     """The negation of a leaf, using the complementary operator where SQL allows it."""
     match expr:
@@ -151,10 +124,10 @@ def _widen(expr: Expression, parts: set[str], *, negate: bool) -> Expression:
     match expr:
         case And():
             kids = [_widen(c, parts, negate=negate) for c in expr.children]
-            return _disj(kids) if negate else _conj(kids)
+            return or_(*kids) if negate else and_(*kids)
         case Or():
             kids = [_widen(c, parts, negate=negate) for c in expr.children]
-            return _conj(kids) if negate else _disj(kids)
+            return and_(*kids) if negate else or_(*kids)
         case Not():
             return _widen(expr.child, parts, negate=not negate)
         case _:

@@ -111,9 +111,11 @@ FALSE = Literal(False)
 
 
 def and_(*children: Expression) -> Expression:
-    """Conjunction that flattens nested Ands and drops ``TRUE``."""
+    """Conjunction that flattens nested Ands, drops ``TRUE`` and is ``FALSE`` with one."""
     flat: list[Expression] = []
     for c in children:
+        if c == FALSE:
+            return FALSE
         if isinstance(c, And):
             flat.extend(c.children)
         elif c != TRUE:
@@ -124,9 +126,11 @@ def and_(*children: Expression) -> Expression:
 
 
 def or_(*children: Expression) -> Expression:
-    """Disjunction that flattens nested Ors and drops ``FALSE``."""
+    """Disjunction that flattens nested Ors, drops ``FALSE`` and is ``TRUE`` with one."""
     flat: list[Expression] = []
     for c in children:
+        if c == TRUE:
+            return TRUE
         if isinstance(c, Or):
             flat.extend(c.children)
         elif c != FALSE:
