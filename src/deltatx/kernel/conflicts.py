@@ -24,6 +24,7 @@ from deltatx.kernel.actions import (
     Action,
     AddFile,
     CommitInfo,
+    DeletionVectorDescriptor,
     DomainMetadata,
     Metadata,
     ProtocolAction,
@@ -143,6 +144,9 @@ class PendingCommit:
         partition_columns: The read snapshot's partition columns.
         deletion_vectors: Whether the table writes deletion vectors (property on and feature
             named); a compaction's race with a DML is then settled by row position.
+        compaction_baseline: For a compaction settled against winners: each source file's
+            deletion vector as it was when the compaction read it. Positions in the output
+            count from that state, however many winners have changed the source since.
     """
 
     read_version: int
@@ -154,6 +158,7 @@ class PendingCommit:
     schema: StructType
     partition_columns: tuple[str, ...]
     deletion_vectors: bool = False
+    compaction_baseline: Mapping[str, DeletionVectorDescriptor | None] = field(default_factory=dict)
 
 
 class ConflictChecker:

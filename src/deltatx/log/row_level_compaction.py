@@ -158,9 +158,16 @@ def settle_source_changes(
     adds = {a.path: a for a in pending.actions if isinstance(a, AddFile)}
     swaps: dict[str, RemoveFile | None] = {}
     deleted: dict[str, set[int]] = {}
+    baseline = dict(pending.compaction_baseline)
     for ch in work.source_changes:
         ours = own_removes[ch.path]
-        at_compaction = reader.rows_of(ours)
+        if ch.path not in baseline:
+            baseline[ch.path] = ours.deletion_vector
+        # The output was written skipping the rows deleted when the compaction read the
+        # source; earlier winners' rows were already added to the output's vector, so only
+        # rows new since our (possibly swapped) remove are carried, mapped from that baseline.
+        at_compaction = frozenset(reader.rows(baseline[ch.path], data_file=ch.path))
+        already_carried = reader.rows_of(ours)
         if ch.after is None:
             positions = list(ch.segment.positions())
             swaps[ch.path] = None  # already gone; our tombstone would be a second one
@@ -177,7 +184,7 @@ def settle_source_changes(
                     ),
                 )
             positions = map_rows(
-                now_deleted - at_compaction,
+                now_deleted - already_carried,
                 deleted_at_compaction=sorted(at_compaction),
                 segment=ch.segment,
             )
@@ -212,4 +219,4 @@ def settle_source_changes(
                 actions.append(kept)
         else:
             actions.append(a)
-    return replace(pending, actions=tuple(actions))
+    return replace(pending, actions=tuple(actions), compaction_baseline=baseline)
