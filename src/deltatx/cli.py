@@ -164,16 +164,19 @@ def files(
 
 
 @app.command()
-def checkpoint(path: str) -> None:
+def checkpoint(path: str, as_json: JsonFlag = False) -> None:
     """Write a checkpoint at the latest version."""
     log = _open(path)
     snap = log.snapshot()
     log.checkpoint(snap)
+    if as_json:
+        typer.echo(json.dumps({"version": snap.version, "numFiles": snap.num_files}))
+        return
     console.print(f"checkpoint written at version {snap.version}")
 
 
 @app.command("set-property")
-def set_property(path: str, assignment: str) -> None:
+def set_property(path: str, assignment: str, as_json: JsonFlag = False) -> None:
     """Set one table property, e.g. delta.isolationLevel=Serializable."""
     from dataclasses import replace
 
@@ -193,6 +196,9 @@ def set_property(path: str, assignment: str) -> None:
     txn.update_protocol(protocol_for_configuration(config, txn.protocol))
     txn.record_operation(Operation(OperationName.SET_TBLPROPERTIES, {"properties": updates}), {})
     version = txn.commit()
+    if as_json:
+        typer.echo(json.dumps({"version": version, "properties": updates}))
+        return
     console.print(f"set {', '.join(f'{k}={v}' for k, v in updates.items())}: version {version}")
 
 

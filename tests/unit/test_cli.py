@@ -66,14 +66,18 @@ def test_set_property_validates_and_commits(
     assert code == 2
     assert "Serializable" in err and "WriteSerializable" in err
     assert DeltaLog.for_table(str(table)).latest_version() == 2
-    code, _, _ = run(capsys, "set-property", str(table), "delta.isolationLevel=serializable")
+    code, out, _ = run(
+        capsys, "set-property", str(table), "delta.isolationLevel=serializable", "--json"
+    )
     assert code == 0
+    assert json.loads(out) == {"version": 3, "properties": {"delta.isolationLevel": "Serializable"}}
     snap = DeltaLog.for_table(str(table)).snapshot()
     assert snap.metadata.configuration["delta.isolationLevel"] == "Serializable"
 
 
 def test_checkpoint_and_vacuum_dry_run(capsys: pytest.CaptureFixture[str], table: Path) -> None:
-    assert run(capsys, "checkpoint", str(table))[0] == 0
+    code, out, _ = run(capsys, "checkpoint", str(table), "--json")
+    assert code == 0 and json.loads(out) == {"version": 2, "numFiles": 3}
     assert (table / "_delta_log" / "00000000000000000002.checkpoint.parquet").exists()
     (table / "orphan.parquet").write_bytes(b"x")
     code, out, _ = run(capsys, "vacuum", str(table), "--dry-run", "--json")
