@@ -202,3 +202,24 @@ def test_partition_filters_prune_files(spark: SparkSession, table_dir: Path) -> 
     assert 0 < len(pruned) < len(df.inputFiles())
     assert all("2024-01-01" in f for f in pruned)
     assert df.filter("date = '2024-01-01'").count() == 5
+
+
+def test_one_deletion_vector_file_per_commit(spark: SparkSession, table_dir: Path) -> None:
+    """Issue 5: many small DVs of one commit go into one DV file, even across statements."""
+    from deltatx.kernel.deletion_vectors import descriptor_location
+
+    path = str(table_dir)
+    for start in (0, 100):
+        deltatx.write(events(spark, "d", start, 20).coalesce(1), path)
+    dt = DeltaTable.for_path(spark, path)
+    with dt.begin() as txn:
+        txn.delete("id = 3")
+        txn.delete("id = 105")
+        txn.update("id = 7", set={"v": "0"})
+    adds = [a for a in dt.log.read_commit(dt.version()) if getattr(a, "deletion_vector", None)]
+    dv_adds = [a for a in adds if a.__class__.__name__ == "AddFile"]
+    assert len(dv_adds) == 2
+    assert len({descriptor_location(a.deletion_vector) for a in dv_adds}) == 1
+    assert sorted(r["id"] for r in dt.to_df().filter("id IN (3, 105)").collect()) == []
+    assert dt.to_df().filter("id = 7").collect()[0]["v"] == 0.0
+    assert dt.to_df().count() == 38

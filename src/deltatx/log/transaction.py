@@ -282,6 +282,7 @@ class OptimisticTransaction:
         """
         self._check_active()
         self._check_upgrade_alone()
+        self._consolidate_deletion_vectors()
         try:
             self.result = commit(
                 self.log,
@@ -297,6 +298,36 @@ class OptimisticTransaction:
             raise
         self.state = TransactionState.COMMITTED
         return self.result.version
+
+    def _consolidate_deletion_vectors(self) -> None:
+        """Puts the deletion vectors this transaction wrote into one file per commit.
+
+        Each statement writes its vectors into a file of its own; a transaction of several
+        statements would otherwise publish several small DV files in one commit. Vectors in
+        files that a staged remove also references (re-added as they were, e.g. by RESTORE)
+        are left alone.
+        """
+        from deltatx.kernel.deletion_vectors import descriptor_location
+        from deltatx.log.deletion_vectors import DvReader, write_dvs
+
+        def location(a: AddFile | RemoveFile) -> str | None:
+            dv = a.deletion_vector
+            return None if dv is None or dv.storage_type != "u" else descriptor_location(dv)
+
+        old = {location(r) for r in self._removes.values()}
+        fresh = [
+            (key, add)
+            for key, add in self._adds.items()
+            if location(add) is not None and location(add) not in old
+        ]
+        if len({location(add) for _, add in fresh}) <= 1:
+            return
+        reader = DvReader(self.log)
+        rows = [reader.rows(add.deletion_vector, data_file=add.path) for _, add in fresh]
+        for (key, add), dv in zip(fresh, write_dvs(self.log, rows), strict=True):
+            del self._adds[key]
+            moved = replace(add, deletion_vector=dv)
+            self._adds[_key(moved)] = moved
 
     def _check_upgrade_alone(self) -> None:
         """Refuses a protocol upgrade of an existing table committed together with data.
