@@ -78,6 +78,18 @@ def follow_compactions(
         ordered = sorted(at_compaction)
         outputs[c.output.path] = c.output
         own = own_removes.get(c.path)
+        physical = num_records(c.removed.stats)
+        if physical is None or physical - len(at_compaction) != c.segment.live_rows:
+            # The compaction was itself settled against a DML, so its remove names a vector
+            # newer than the rows it skipped when writing: positions cannot be derived from it.
+            # Conflict rather than guess (never move a change onto the wrong row).
+            cls = ConcurrentDeleteDeleteException if own else ConcurrentDeleteReadException
+            raise cls(
+                winning_version=winner.version,
+                winning_operation=winner.operation,
+                file=c.path,
+                hint=_CHANGED_BEFORE_HINT,
+            )
         try:
             matched = map_rows(
                 rows.pop(c.path, frozenset()), deleted_at_compaction=ordered, segment=c.segment
