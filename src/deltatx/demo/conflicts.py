@@ -226,18 +226,30 @@ def observe_table(
                 if progress is not None:
                     result = outcome.error or "committed"
                     progress(f"{level.value}: {first.value} commits, then {second.value}: {result}")
-        for i, row in enumerate(GROUPS):
-            for column in GROUPS[i:]:
-                key = frozenset((row, column))
-                if key not in outcomes:
-                    continue
+        cells.extend(cells_of(GROUPS, outcomes, level, documented=documented_without_row_level))
+    return cells
+
+
+def cells_of(
+    groups: tuple[str, ...],
+    outcomes: dict[frozenset[str], list[Outcome]],
+    level: IsolationLevel,
+    *,
+    documented: Callable[[str, str, IsolationLevel], bool],
+) -> list[Cell]:
+    """The lower triangle of a table: one cell per pair of groups that was run."""
+    cells = []
+    for i, row in enumerate(groups):
+        for column in groups[i:]:
+            key = frozenset((row, column))
+            if key in outcomes:
                 cells.append(
                     Cell(
                         level=level,
                         row=row,
                         column=column,
                         outcomes=tuple(outcomes[key]),
-                        documented_may_conflict=documented_without_row_level(row, column, level),
+                        documented_may_conflict=documented(row, column, level),
                     )
                 )
     return cells

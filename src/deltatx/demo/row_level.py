@@ -30,6 +30,7 @@ from deltatx.demo.conflicts import (
     Op,
     Outcome,
     build_template,
+    cells_of,
 )
 from deltatx.errors import ConcurrentModificationException
 from deltatx.kernel.isolation import IsolationLevel
@@ -226,17 +227,7 @@ def observe_row_level_table(
                     progress(
                         f"{level.value}: {first.value} commits, then {second.value}: {result}{lost}"
                     )
-        for i, row in enumerate(ROW_LEVEL_GROUPS):
-            for column in ROW_LEVEL_GROUPS[i:]:
-                key = frozenset((row, column))
-                if key in outcomes:
-                    cells.append(
-                        Cell(
-                            level=level,
-                            row=row,
-                            column=column,
-                            outcomes=tuple(outcomes[key]),
-                            documented_may_conflict=documented_with_row_level(row, column, level),
-                        )
-                    )
+        cells.extend(
+            cells_of(ROW_LEVEL_GROUPS, outcomes, level, documented=documented_with_row_level)
+        )
     return cells
