@@ -15,7 +15,7 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from deltatx.errors import InvalidArgumentError, TransactionStateError
+from deltatx.errors import InvalidArgumentError, InvalidTableError, TransactionStateError
 from deltatx.kernel.actions import (
     Action,
     AddFile,
@@ -312,7 +312,12 @@ class OptimisticTransaction:
 
         def location(a: AddFile | RemoveFile) -> str | None:
             dv = a.deletion_vector
-            return None if dv is None or dv.storage_type != "u" else descriptor_location(dv)
+            if dv is None or dv.storage_type != "u":
+                return None
+            try:
+                return descriptor_location(dv)
+            except InvalidTableError:
+                return None  # left for validate_actions to refuse, naming the file
 
         old = {location(r) for r in self._removes.values()}
         fresh = [
