@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
@@ -15,6 +14,7 @@ from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
 from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
+from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import (
     Expression,
     columns_of,
@@ -150,9 +150,7 @@ def file_metrics(files: Sequence[AddFile]) -> tuple[int, int]:
     """Total live rows (from stats, less deletion vectors; unknown counts as 0) and bytes."""
     rows = 0
     for f in files:
-        if f.stats:
-            with contextlib.suppress(ValueError, TypeError):
-                rows += int(json.loads(f.stats).get("numRecords", 0))
+        rows += num_records(f.stats) or 0
         if f.deletion_vector is not None:
             rows -= f.deletion_vector.cardinality
     return rows, sum(f.size for f in files)

@@ -28,7 +28,6 @@ from deltatx.spark.commands.common import (
     new_table_actions,
     read_files,
     to_delta_schema,
-    to_spark_schema,
 )
 from deltatx.spark.schema import check_write_schema
 from deltatx.spark.write import write_files
@@ -118,8 +117,8 @@ def stage_write(
             )
             txn.update_metadata(new_md)
             txn.update_protocol(protocol_for_configuration(config, txn.protocol))
-    table_columns = [f.name for f in txn.schema.fields]
-    df = df.select(*[_column_or_null(df, c, txn) for c in table_columns])
+    # write_files conforms the data to the table schema (order, names, casts); the schema
+    # check above has already refused missing or incompatible columns.
 
     removed_rows = 0
     removed_files = 0
@@ -191,14 +190,6 @@ def _check_partitioning(txn: OptimisticTransaction, partition_by: Sequence[str] 
             f"partition_by {list(partition_by)} differs from the table's partition columns "
             f"{list(txn.partition_columns)}; a table's partitioning cannot change on write"
         )
-
-
-def _column_or_null(df: DataFrame, name: str, txn: OptimisticTransaction) -> Any:
-    lowered = {c.lower(): c for c in df.columns}
-    if name.lower() in lowered:
-        return F.col(f"`{lowered[name.lower()]}`").alias(name)
-    field = to_spark_schema(txn.schema)[name]
-    return F.lit(None).cast(field.dataType).alias(name)
 
 
 def _rows_to_keep(
