@@ -107,7 +107,12 @@ def _put(out: JsonDict, key: str, value: Any) -> None:
         out[key] = value
 
 
-def _dv_from(obj: Any, where: str) -> DeletionVectorDescriptor:
+def deletion_vector_from_json(obj: Any, where: str) -> DeletionVectorDescriptor:
+    """A deletion vector descriptor from its wire object.
+
+    Raises:
+        InvalidTableError: A field is missing or mistyped; the message starts with ``where``.
+    """
     f = _Fields(obj, where + ".deletionVector")
     storage_type = f.text("storageType", required=True)
     if storage_type not in ("u", "i", "p"):
@@ -123,7 +128,8 @@ def _dv_from(obj: Any, where: str) -> DeletionVectorDescriptor:
     )
 
 
-def _dv_to(dv: DeletionVectorDescriptor) -> JsonDict:
+def deletion_vector_to_json(dv: DeletionVectorDescriptor) -> JsonDict:
+    """The wire object of a deletion vector descriptor (unknown fields kept)."""
     out: JsonDict = {"storageType": dv.storage_type, "pathOrInlineDv": dv.path_or_inline_dv}
     _put(out, "offset", dv.offset)
     out["sizeInBytes"] = dv.size_in_bytes
@@ -198,7 +204,7 @@ def _add_from(f: _Fields) -> AddFile:
         data_change=f.boolean("dataChange", required=True),
         stats=f.text("stats"),
         tags=f.str_map("tags", nullable=True),
-        deletion_vector=None if dv is None else _dv_from(dv, f.where),
+        deletion_vector=None if dv is None else deletion_vector_from_json(dv, f.where),
         base_row_id=f.integer("baseRowId"),
         default_row_commit_version=f.integer("defaultRowCommitVersion"),
         clustering_provider=f.text("clusteringProvider"),
@@ -216,7 +222,11 @@ def _add_to(a: AddFile) -> JsonDict:
     }
     _put(out, "stats", a.stats)
     _put(out, "tags", a.tags)
-    _put(out, "deletionVector", None if a.deletion_vector is None else _dv_to(a.deletion_vector))
+    _put(
+        out,
+        "deletionVector",
+        None if a.deletion_vector is None else deletion_vector_to_json(a.deletion_vector),
+    )
     _put(out, "baseRowId", a.base_row_id)
     _put(out, "defaultRowCommitVersion", a.default_row_commit_version)
     _put(out, "clusteringProvider", a.clustering_provider)
@@ -235,7 +245,7 @@ def _remove_from(f: _Fields) -> RemoveFile:
         size=f.integer("size"),
         stats=f.text("stats"),
         tags=f.str_map("tags", nullable=True),
-        deletion_vector=None if dv is None else _dv_from(dv, f.where),
+        deletion_vector=None if dv is None else deletion_vector_from_json(dv, f.where),
         base_row_id=f.integer("baseRowId"),
         default_row_commit_version=f.integer("defaultRowCommitVersion"),
         extra=f.extra(),
@@ -251,7 +261,11 @@ def _remove_to(a: RemoveFile) -> JsonDict:
     _put(out, "size", a.size)
     _put(out, "stats", a.stats)
     _put(out, "tags", a.tags)
-    _put(out, "deletionVector", None if a.deletion_vector is None else _dv_to(a.deletion_vector))
+    _put(
+        out,
+        "deletionVector",
+        None if a.deletion_vector is None else deletion_vector_to_json(a.deletion_vector),
+    )
     _put(out, "baseRowId", a.base_row_id)
     _put(out, "defaultRowCommitVersion", a.default_row_commit_version)
     out.update(a.extra)

@@ -39,8 +39,8 @@ from deltatx.kernel.actions import (
     SetTransaction,
 )
 from deltatx.kernel.codec import serialize_commit
-from deltatx.kernel.conflicts import PendingCommit, WinningCommit
-from deltatx.kernel.conflicts_row_level import RowLevelChecker, checker_for
+from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.conflicts_row_level import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.deletion_vectors import dv_relative_path
 from deltatx.kernel.features import check_writable, writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
@@ -319,25 +319,8 @@ def commit(
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
-            if isinstance(checker, RowLevelChecker):
-                # Row-level concurrency (seed 000): the kernel says what to compare, this
-                # layer reads the deletion vectors and rebases our vectors onto the winner's.
-                from deltatx.log.row_level import resolve_row_level
-
-                work = checker.check_row_level(winner)
-                settled = resolve_row_level(log, pending, work)
-                if settled is not pending:
-                    pending = settled
-                    checker = checker_for(pending)
-                continue
-            try:
-                checker.check(winner)
-            except ProtocolChangedException:
-                rebased = _rebase_table_creation(pending, winner)
-                if rebased is None:
-                    raise
-                pending = rebased
-                checker = checker_for(pending)
+            settled = settle(log, checker, pending, winner)
+            pending, checker = settled.pending, settled.checker
         attempt_version = max(latest + 1, attempt_version)
         if attempt > 3:
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
@@ -348,6 +331,49 @@ def commit(
         num_actions=len(pending.actions),
         elapsed_ms=(time.monotonic() - started) * 1000,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """A pending commit after one winner was checked and, where rows allow, rebased onto it.
+
+    Attributes:
+        pending: The pending commit to go on with (rebased when the winner required it).
+        checker: The checker for ``pending``.
+        work: What rows were compared (None when the winner was judged per file).
+    """
+
+    pending: PendingCommit
+    checker: ConflictChecker
+    work: RowLevelWork | None
+
+
+def settle(
+    log: DeltaLog, checker: ConflictChecker, pending: PendingCommit, winner: WinningCommit
+) -> Settlement:
+    """Checks ``pending`` against one winner: raises its conflict or returns how to go on.
+
+    Raises:
+        ConcurrentModificationException: The winner conflicts with ``pending``.
+    """
+    if isinstance(checker, RowLevelChecker):
+        # Row-level concurrency (seed 000): the kernel says what to compare, this layer reads
+        # the deletion vectors and rebases our vectors onto the winner's.
+        from deltatx.log.row_level import resolve_row_level
+
+        work = checker.check_row_level(winner)
+        settled = resolve_row_level(log, pending, work)
+        if settled is pending:
+            return Settlement(pending, checker, work)
+        return Settlement(settled, checker_for(settled), work)
+    try:
+        checker.check(winner)
+    except ProtocolChangedException:
+        rebased = _rebase_table_creation(pending, winner)
+        if rebased is None:
+            raise
+        return Settlement(rebased, checker_for(rebased), None)
+    return Settlement(pending, checker, None)
 
 
 def _rebase_table_creation(pending: PendingCommit, winner: WinningCommit) -> PendingCommit | None:

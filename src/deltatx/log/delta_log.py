@@ -56,6 +56,16 @@ def normalise_table_path(table_path: str) -> str:
     return stripped or "/"
 
 
+def data_file_location(table_path: str, path: str) -> str:
+    """Where the data file an ``add.path`` names lives (relative paths are percent-encoded)."""
+    if path.startswith("file:"):
+        return normalise_table_path(path)
+    decoded = urllib.parse.unquote(path)
+    if decoded.startswith("/"):
+        return decoded
+    return f"{table_path.rstrip('/')}/{decoded}"
+
+
 def to_millis(timestamp: int | str | datetime) -> int:
     """Milliseconds since the epoch for a time-travel timestamp (strings and naive = UTC).
 

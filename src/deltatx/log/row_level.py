@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
@@ -31,9 +31,11 @@ from deltatx.errors import (
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
 from deltatx.kernel.conflicts import PendingCommit
 from deltatx.kernel.conflicts_row_level import DvUpdate, RowLevelWork
-from deltatx.kernel.expressions import has_opaque, or_
+from deltatx.kernel.expressions import Expression, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
+from deltatx.kernel.schema import StructType
 from deltatx.log.deletion_vectors import DvReader, write_dvs
+from deltatx.log.delta_log import data_file_location
 from deltatx.log.row_level_compaction import follow_compactions, settle_source_changes
 
 if TYPE_CHECKING:
@@ -140,16 +142,7 @@ def _check_appended_rows(
     if pending.read_set.read_whole_table or has_opaque(predicate):
         matches = [0]  # cannot evaluate: statistics said it may match, so it conflicts
     else:
-        path = f"{log.table_path.rstrip('/')}/{add.path}"
-        table = pq.read_table(io.BytesIO(log.store.read(path)))
-        deleted = reader.rows_of(add)
-        for index, row in enumerate(table.to_pylist()):
-            if index in deleted:
-                continue
-            if evaluate_on_row(predicate, _with_partitions(row, add), schema=pending.schema):
-                matches.append(index)
-                if len(matches) >= 10:
-                    break
+        matches = matching_rows(log, reader, add, predicate, pending.schema, limit=10)
     if matches:
         raise ConcurrentAppendException(
             winning_version=work.winner.version,
@@ -165,5 +158,29 @@ def _check_appended_rows(
         )
 
 
-def _with_partitions(row: dict[str, Any], add: AddFile) -> dict[str, Any]:
-    return {**row, **add.partition_values} if add.partition_values else row
+def matching_rows(
+    log: DeltaLog,
+    reader: DvReader,
+    add: AddFile,
+    predicate: Expression,
+    schema: StructType,
+    *,
+    limit: int | None = None,
+) -> list[int]:
+    """The live physical rows of a data file that satisfy ``predicate`` (at most ``limit``).
+
+    Reads the file with pyarrow, not Spark: this serves conflict checks and the log-only
+    ``deltatx conflicts``, where a file or two is read, never a table scan.
+    """
+    table = pq.read_table(io.BytesIO(log.store.read(data_file_location(log.table_path, add.path))))
+    deleted = reader.rows_of(add)
+    out: list[int] = []
+    for index, row in enumerate(table.to_pylist()):
+        if index in deleted:
+            continue
+        full = {**row, **add.partition_values} if add.partition_values else row
+        if evaluate_on_row(predicate, full, schema=schema):
+            out.append(index)
+            if limit is not None and len(out) >= limit:
+                break
+    return out

@@ -24,11 +24,15 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from deltatx.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
+from deltatx.errors import (
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    InvalidTableError,
+)
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
 from deltatx.kernel.compaction import RowsNotLiveError, map_rows, segments_of
 from deltatx.kernel.conflicts import PendingCommit
-from deltatx.kernel.conflicts_row_level import RowLevelWork
+from deltatx.kernel.conflicts_row_level import CompactedSource, RowLevelWork
 from deltatx.kernel.deletion_vectors import loose_stats, num_records
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 
@@ -47,6 +51,21 @@ def _physical_rows(add: AddFile) -> int:
     if n is not None:
         return n
     return sum(s.live_rows for s in segments_of(add) or ())
+
+
+def _deleted_at_compaction(reader: DvReader, c: CompactedSource) -> frozenset[int] | None:
+    """The source's deleted rows when the compaction read it, or None when unknowable.
+
+    The output's tag records that vector. Outputs written before it did fall back to the
+    compaction's ``remove``, which names the same vector unless the compaction was settled
+    against a DML (then the row counts disagree and the caller conflicts).
+    """
+    if not c.segment.vector_recorded:
+        return reader.rows_of(c.removed)
+    try:
+        return frozenset(reader.rows(c.segment.vector, data_file=c.path))
+    except InvalidTableError:
+        return None  # vacuumed or never committed: judge the file as a whole
 
 
 def follow_compactions(
@@ -74,15 +93,17 @@ def follow_compactions(
     deleted: dict[str, set[int]] = {}
     dropped: set[str] = set()
     for c in work.compacted:
-        at_compaction = reader.rows_of(c.removed)
-        ordered = sorted(at_compaction)
+        at_compaction = _deleted_at_compaction(reader, c)
         outputs[c.output.path] = c.output
         own = own_removes.get(c.path)
         physical = num_records(c.removed.stats)
-        if physical is None or physical - len(at_compaction) != c.segment.live_rows:
-            # The compaction was itself settled against a DML, so its remove names a vector
-            # newer than the rows it skipped when writing: positions cannot be derived from it.
-            # Conflict rather than guess (never move a change onto the wrong row).
+        if (
+            at_compaction is None
+            or (physical is None and not c.segment.vector_recorded)
+            or (physical is not None and physical - len(at_compaction) != c.segment.live_rows)
+        ):
+            # Without the vector the compaction read, positions cannot be derived: conflict
+            # rather than guess (never move a change onto the wrong row).
             cls = ConcurrentDeleteDeleteException if own else ConcurrentDeleteReadException
             raise cls(
                 winning_version=winner.version,
@@ -90,6 +111,7 @@ def follow_compactions(
                 file=c.path,
                 hint=_CHANGED_BEFORE_HINT,
             )
+        ordered = sorted(at_compaction)
         try:
             matched = map_rows(
                 rows.pop(c.path, frozenset()), deleted_at_compaction=ordered, segment=c.segment

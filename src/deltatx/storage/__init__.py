@@ -3,8 +3,16 @@
 from deltatx.storage.local import LocalLogStore
 from deltatx.storage.log_store import FileStatus, LogStore
 from deltatx.storage.memory import MemoryLogStore
+from deltatx.storage.overlay import OverlayLogStore
 
-__all__ = ["FileStatus", "LocalLogStore", "LogStore", "MemoryLogStore", "store_for"]
+__all__ = [
+    "FileStatus",
+    "LocalLogStore",
+    "LogStore",
+    "MemoryLogStore",
+    "OverlayLogStore",
+    "store_for",
+]
 
 
 def store_for(path: str) -> LogStore:

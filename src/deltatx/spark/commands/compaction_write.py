@@ -2,9 +2,10 @@
 
 Each bin of source files becomes exactly one output file whose rows are the bin's live rows in
 order of (file in the bin, physical row index). The output's ``tags`` then name its sources
-with their live row counts (:mod:`deltatx.kernel.compaction`), which is what lets a deletion
-vector written concurrently on a source be carried onto the output, and back (seed 000:
-OPTIMIZE does not conflict with DML on tables with deletion vectors).
+with their live row counts and the deletion vectors they were read with
+(:mod:`deltatx.kernel.compaction`), which is what lets a deletion vector written concurrently
+on a source be carried onto the output, and back (seed 000: OPTIMIZE does not conflict with
+DML on tables with deletion vectors).
 
 Spark gives no handle on which task writes which rows, so the layout is forced: rows are
 hash-partitioned by bin (a bin never spans two tasks), sorted by (bin, file, row) within each
@@ -141,7 +142,7 @@ def _publish_bin(
     target_dir = _target_dir(sources[0])
     if target_dir:
         fs.create_dir(location.fs_path(target_dir), recursive=True)
-    counts = [(f.path, live_rows(txn, f)) for f in sources]
+    counts = [(f.path, live_rows(txn, f), f.deletion_vector) for f in sources]
     published: list[AddFile] = []
     for source in sorted(paths):
         metadata = pq.read_metadata(source, filesystem=fs)
@@ -154,7 +155,7 @@ def _publish_bin(
         target = location.fs_path(rel)
         fs.move(source, target)
         info = fs.get_file_info(target)
-        traced = len(paths) == 1 and metadata.num_rows == sum(n for _, n in counts)
+        traced = len(paths) == 1 and metadata.num_rows == sum(n for _, n, _ in counts)
         published.append(
             AddFile(
                 path=encode_uri_path(rel),
