@@ -225,29 +225,17 @@ def conflicts(
 ) -> None:
     """Explain which commits after --since a transaction would collide with, and why.
 
-    Works from the log alone: the transaction is modelled as reading the files its condition
-    selects at --since (and, for DELETE/UPDATE/MERGE/OPTIMIZE, rewriting them), then checked
-    against every later commit with the same rules and hints as a real commit.
+    Works from the log alone (no Spark): the transaction is modelled as reading the files its
+    condition selects at --since (and, for DELETE/UPDATE/MERGE/OPTIMIZE, rewriting them), then
+    settled against every later commit with the same code and hints as a real commit. On tables
+    with deletion vectors the rows are compared: the condition is evaluated on the data files'
+    rows, and a collision names the rows both transactions touched.
     """
-    from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
-    from deltatx.kernel.expressions import TRUE
-    from deltatx.kernel.isolation import resolve_isolation_level
-    from deltatx.kernel.operations import Operation, OperationName
-    from deltatx.kernel.transaction import ReadTracker, is_blind_append
+    from deltatx.kernel.operations import OperationName
+    from deltatx.log.conflict_explanation import explain_conflicts
     from deltatx.spark.expressions import parse_condition
 
     log = _open(path)
-    snap = log.snapshot(since)
-    blind = operation is PastOperation.INSERT
-    tracker = ReadTracker()
-    files = []
-    if not blind:
-        predicate = TRUE if condition is None else parse_condition(condition, schema=snap.schema)
-        files = snap.scan_files(None if condition is None else predicate)
-        tracker.record_scan(predicate, files)
-    now = int(datetime.now(UTC).timestamp() * 1000)
-    compaction = operation is PastOperation.OPTIMIZE
-    actions = tuple(f.remove(timestamp=now, data_change=not compaction) for f in files)
     names = {
         PastOperation.INSERT: OperationName.WRITE,
         PastOperation.DELETE: OperationName.DELETE,
@@ -255,48 +243,43 @@ def conflicts(
         PastOperation.MERGE: OperationName.MERGE,
         PastOperation.OPTIMIZE: OperationName.OPTIMIZE,
     }
-    op = Operation(names[operation], {})
-    read_set = tracker.freeze()
-    pending = PendingCommit(
-        read_version=snap.version,
-        read_set=read_set,
-        actions=actions,
-        operation=op,
-        isolation_level=resolve_isolation_level(
-            actions,
-            table_level=snap.properties.isolation_level,
-            operation_changes_data=op.changes_data,
-        ),
-        is_blind_append=is_blind_append(actions, read_set),
-        schema=snap.schema,
-        partition_columns=snap.partition_columns,
+    predicate = None
+    if condition is not None:
+        predicate = parse_condition(condition, schema=log.snapshot(since).schema)
+    explained = explain_conflicts(
+        log,
+        since=since,
+        operation=names[operation],
+        predicate=predicate,
+        condition_text=condition,
     )
-    rows: list[dict[str, Any]] = []
-    for version in range(snap.version + 1, log.latest_version() + 1):
-        winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
-        row: dict[str, Any] = {"version": version, "operation": winner.operation}
-        try:
-            ConflictChecker(pending).check(winner)
-        except ConcurrentModificationException as exc:
-            row.update(
-                conflict=type(exc).__name__,
-                partition=exc.partition,
-                file=exc.file,
-                rows=None if exc.rows is None else list(exc.rows),
-                hint=exc.hint,
-            )
-        else:
-            row.update(conflict=None, partition=None, file=None, rows=None, hint=None)
-        rows.append(row)
+    rows: list[dict[str, Any]] = [
+        {
+            "version": c.version,
+            "operation": c.operation,
+            "conflict": c.conflict,
+            "partition": c.partition,
+            "file": c.file,
+            "rows": None if c.rows is None else list(c.rows),
+            "hint": c.hint,
+            "note": c.note,
+        }
+        for c in explained.collisions
+    ]
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     title = (
-        f"{operation.value} reading {condition or 'the whole table'} at version {snap.version} "
-        f"({pending.isolation_level.value})"
+        f"{operation.value} reading {condition or 'the whole table'} at version "
+        f"{explained.read_version} ({explained.isolation_level.value})"
     )
+    if explained.row_level:
+        matched = sum(len(r) for r in explained.matched_rows.values())
+        title += f", comparing rows: {matched} matched in {len(explained.matched_rows)} file(s)"
+    elif explained.fallback:
+        title += f", per file: {explained.fallback}"
     grid = Table(title=title, show_lines=True)
-    for name in ("version", "operation", "conflict", "where", "hint"):
+    for name in ("version", "operation", "conflict", "where", "rows", "why / hint"):
         grid.add_column(name)
     for r in rows:
         where = ", ".join(str(x) for x in (r["partition"], r["file"]) if x)
@@ -305,7 +288,8 @@ def conflicts(
             str(r["operation"]),
             r["conflict"] or "[green]none",
             where,
-            r["hint"] or "",
+            "" if r["rows"] is None else ", ".join(map(str, r["rows"])),
+            r["hint"] or r["note"] or "",
         )
     console.print(grid)
     collisions = sum(1 for r in rows if r["conflict"])

@@ -122,7 +122,9 @@ def read_checkpoint(store: LogStore, log_path: str, names: Sequence[str]) -> Che
                 + _leaves(schema, "remove", _REMOVE_LEAVES)
                 + [c for k in _SMALL_COLUMNS for c in _leaves(schema, k, None)]
             )
-            table = pf.read(columns=columns)
+            # Without reader threads: pyarrow's pool can abort the interpreter at exit
+            # (apache/arrow#34314), and a checkpoint is decoded fast enough without it.
+            table = pf.read(columns=columns, use_threads=False)
         except FileNotFoundError:
             raise InvalidTableError(f"{path}: checkpoint file is missing") from None
         except (pa.ArrowException, OSError) as exc:

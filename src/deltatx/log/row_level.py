@@ -17,10 +17,10 @@ are read:
 
 from __future__ import annotations
 
-import io
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltatx.errors import (
@@ -172,7 +172,10 @@ def matching_rows(
     Reads the file with pyarrow, not Spark: this serves conflict checks and the log-only
     ``deltatx conflicts``, where a file or two is read, never a table scan.
     """
-    table = pq.read_table(io.BytesIO(log.store.read(data_file_location(log.table_path, add.path))))
+    data = log.store.read(data_file_location(log.table_path, add.path))
+    # Without reader threads: pyarrow's pool can abort the interpreter at exit
+    # (apache/arrow#34314), and one data file gains nothing from them.
+    table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     deleted = reader.rows_of(add)
     out: list[int] = []
     for index, row in enumerate(table.to_pylist()):
