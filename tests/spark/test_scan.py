@@ -209,3 +209,39 @@ def test_with_address_adds_file_and_row_indexes(spark: SparkSession, table_dir: 
         with_address=True,
     )
     assert empty.columns == ["id", "k", FILE_INDEX_COLUMN, ROW_INDEX_COLUMN]
+
+
+@pytest.mark.parametrize("lookup", ["literal maps", "broadcast join"])
+def test_addressed_reads_agree_across_lookups(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch, lookup: str
+) -> None:
+    """Rows are tied to their file (index, partition values) by literal maps up to a number of
+    files and by a broadcast join past it; both give the same rows, for renamed files with
+    URI and glob characters, absolute URIs and NULL partition values."""
+    if lookup == "broadcast join":
+        monkeypatch.setattr("deltatx.spark.scan._MAP_LIMIT", 0)
+    rows = [(1, "x"), (2, "y"), (3, None), (4, "a b")]
+    schema, adds = _write(spark, table_dir, "id long, k string", rows, ["k"])
+    spelled = []
+    for n, add in enumerate(adds):
+        old = table_dir / decode_uri_path(add.path)
+        new = old.with_name(f"f[{n}] *?{{a}} é+&%41.parquet")
+        old.rename(new)
+        relative = new.relative_to(table_dir).as_posix()
+        path = encode_uri_path(relative)
+        if n % 2:
+            path = "file://" + encode_uri_path(f"{table_dir}/{relative}")
+        spelled.append(dataclasses.replace(add, path=path))
+    back = files_to_dataframe(
+        spark,
+        table_path=str(table_dir),
+        files=spelled,
+        schema=schema,
+        partition_columns=["k"],
+        with_address=True,
+    )
+    got = sorted(
+        (r["id"], r["k"], r[FILE_INDEX_COLUMN], r[ROW_INDEX_COLUMN]) for r in back.collect()
+    )
+    by_value = {a.partition_values["k"] or None: i for i, a in enumerate(spelled)}
+    assert got == sorted((i, k, by_value[k], 0) for i, k in rows)

@@ -1,9 +1,10 @@
 """Deletion vector I/O: read a descriptor's row set, write many row sets into one DV file.
 
 The formats are in :mod:`deltatx.kernel.deletion_vectors` and :mod:`deltatx.kernel.roaring`;
-this module adds the storage. Bitmaps are serialized with pyroaring (a C implementation of
-the same portable format, byte-identical to the kernel's writer and much faster on large
-sets) and decoded with the kernel's reader, which also accepts Delta's older native layout.
+this module adds the storage. Bitmaps are serialized and decoded with pyroaring (a C
+implementation of the same portable format, byte-identical to the kernel's writer and much
+faster on large sets); the kernel's reader takes what pyroaring refuses, names the fault, and
+accepts Delta's older native layout.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from deltatx.kernel.roaring import PORTABLE_MAGIC, deserialize
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
+
+_PORTABLE_HEAD = struct.pack("<I", PORTABLE_MAGIC)
+# RoaringBitmapArray keys the high 32 bits with a non-negative int.
+_MAX_ROW = 1 << 63
 
 __all__ = ["FIRST_DV_OFFSET", "DvReader", "read_dv_rows", "serialize_rows", "write_dvs"]
 
@@ -87,12 +92,28 @@ class DvReader:
         offset = FIRST_DV_OFFSET if dv.offset is None else dv.offset
         where = f"deletion vector file {path}{owner}"
         bitmap = unframe_dv(data, offset, dv.size_in_bytes, where=where)
-        rows = deserialize(bitmap, where=f"{where} at offset {offset}")
+        rows = _decode(bitmap, where=f"{where} at offset {offset}")
         return check_rows(rows, dv, where=f"{where} at offset {offset}")
 
     def rows_of(self, action: AddFile | RemoveFile) -> frozenset[int]:
         """The deleted rows of a file action, as a set."""
         return frozenset(self.rows(action.deletion_vector, data_file=action.path))
+
+
+def _decode(bitmap: bytes, *, where: str) -> list[int]:
+    """The rows of a serialized bitmap, decoded in C where possible.
+
+    pyroaring takes the portable layout when it accepts the bytes and the keys are ones the
+    protocol allows; anything else goes to the kernel's reader, which names the fault.
+    """
+    if bitmap[:4] == _PORTABLE_HEAD:
+        try:
+            rows = BitMap64.deserialize(bytes(bitmap[4:]))
+        except (ValueError, OverflowError):
+            rows = None
+        if rows is not None and (not rows or rows.max() < _MAX_ROW):
+            return list(rows)
+    return deserialize(bitmap, where=where)
 
 
 def read_dv_rows(log: DeltaLog, dv: DeletionVectorDescriptor | None) -> list[int]:

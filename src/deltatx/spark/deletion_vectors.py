@@ -1,8 +1,9 @@
 """Deletion vectors on Spark: drop deleted rows from scans, collect the rows a DML matched.
 
 Deletion vectors are metadata (a few bits per deleted row), so the driver decodes them and
-ships the deleted (file index, row index) pairs to the executors as a broadcast table that the
-scan anti-joins on each row's address; no data row ever travels to the driver.
+ships the deleted (file index, row index) pairs to the executors as a broadcast table of
+single long keys that the scan anti-joins on each row's address; no data row ever travels to
+the driver.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.scan import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, RowFilter
 
-_DV_FILE = "__deltatx_dv_file"
-_DV_ROW = "__deltatx_dv_row"
+_DV_KEY = "__deltatx_dv_key"
+# Row indexes below 2**40 (a trillion rows per file) leave 23 bits for millions of files.
+_ROW_BITS = 40
 
 
 def deleted_rows_filter(
@@ -37,20 +39,21 @@ def deleted_rows_filter(
     if not any(f.deletion_vector is not None for f in files):
         return None
     reader = DvReader(log)
-    file_col: list[int] = []
-    row_col: list[int] = []
+    # One long key per deleted row (file index in the high bits): Spark probes a hash of
+    # single longs far faster than one of (file, row) pairs.
+    keys: list[int] = []
     for index, f in enumerate(files):
-        rows = reader.rows(f.deletion_vector, data_file=f.path)
-        file_col.extend([index] * len(rows))
-        row_col.extend(rows)
-    table = pa.table(
-        {_DV_FILE: pa.array(file_col, pa.int64()), _DV_ROW: pa.array(row_col, pa.int64())}
-    )
-    deleted = spark.createDataFrame(table)
+        high = index << _ROW_BITS
+        keys.extend(high | r for r in reader.rows(f.deletion_vector, data_file=f.path))
+    deleted = spark.createDataFrame(pa.table({_DV_KEY: pa.array(keys, pa.int64())}))
 
     def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
-        cond = (file_index == F.col(_DV_FILE)) & (row_index == F.col(_DV_ROW))
-        return rows.join(F.broadcast(deleted), on=cond, how="left_anti")
+        key = F.shiftleft(file_index, _ROW_BITS).bitwiseOR(row_index)
+        return (
+            rows.withColumn(_DV_KEY, key)
+            .join(F.broadcast(deleted), on=_DV_KEY, how="left_anti")
+            .drop(_DV_KEY)
+        )
 
     return keep_live
 

@@ -124,13 +124,16 @@ def files_to_dataframe(
         if len(by_partition) <= _UNION_LIMIT:
             return _union_of_partitions(spark, schema, data_schema, columns, by_partition)
 
-    lookup = _lookup_table(spark, files, keys, columns)
-    rows = rows.select(
-        "*",
-        F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "").alias(_FILE_KEY),
-        *([F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []),
-    )
-    rows = rows.join(F.broadcast(lookup), on=_FILE_KEY, how="left")
+    file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
+    row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
+    if len(files) <= _MAP_LIMIT:
+        looked_up = _looked_up(files, spark_paths, keys, columns, file_key)
+        reported = F.col("_metadata.file_path").alias(_FILE_KEY)
+        rows = rows.select("*", reported, *looked_up, *row_index)
+    else:
+        lookup = _lookup_table(spark, files, keys, columns)
+        rows = rows.select("*", file_key.alias(_FILE_KEY), *row_index)
+        rows = rows.join(F.broadcast(lookup), on=_FILE_KEY, how="left")
     # A file the log lookup does not know would otherwise read with NULL partition values;
     # fail loudly instead, on the executor, at no extra cost.
     unknown = F.raise_error(
@@ -167,10 +170,7 @@ def _group_by_partition(
 ) -> dict[tuple[str | None, ...], list[str]]:
     groups: dict[tuple[str | None, ...], list[str]] = {}
     for add, path in zip(files, spark_paths, strict=True):
-        lowered = {k.lower(): v for k, v in add.partition_values.items()}
-        # The protocol spells a NULL partition value as null or as "".
-        key = tuple(lowered.get(c.lower()) or None for c in columns)
-        groups.setdefault(key, []).append(path)
+        groups.setdefault(tuple(_partition_values(add, columns)), []).append(path)
     return groups
 
 
@@ -199,6 +199,54 @@ def _union_of_partitions(
     return functools.reduce(DataFrame.union, parts)
 
 
+# Up to this many files, each row's file index and partition values are looked up in literal
+# maps (constant-folded into the plan) rather than by a broadcast join, which costs about as
+# much as the scan itself; past it, the plan would grow too large.
+_MAP_LIMIT = 2048
+
+
+def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
+    lowered = {k.lower(): v for k, v in add.partition_values.items()}
+    # The protocol spells a NULL partition value as null or as "".
+    return [lowered.get(c.lower()) or None for c in columns]
+
+
+def _looked_up(
+    files: Sequence[AddFile],
+    spark_paths: Sequence[str],
+    keys: Sequence[str],
+    columns: Sequence[str],
+    file_key: Column,
+) -> list[Column]:
+    """Each row's file index, then its partition values (as strings), from literals.
+
+    The index is found by the exact path Spark is expected to report; only a row whose path is
+    spelt otherwise pays for normalising it (``file_key``), which on a plain read costs as much
+    as decoding the data.
+    """
+
+    def lookup(names: Sequence[str], key: Column) -> Column:
+        pairs = [x for i, name in enumerate(names) for x in (F.lit(name), F.lit(i))]
+        return F.try_element_at(F.create_map(*pairs).cast("map<string,bigint>"), key)
+
+    reported = [_reported_path(p, k) for p, k in zip(spark_paths, keys, strict=True)]
+    index = F.coalesce(lookup(reported, F.col("_metadata.file_path")), lookup(keys, file_key))
+    out = [index.alias(_FILE_INDEX)]
+    by_file = [_partition_values(add, columns) for add in files]
+    for i in range(len(columns)):
+        values = F.array(*[F.lit(v[i]).cast("string") for v in by_file])
+        out.append(F.try_element_at(values, (index + 1).cast("int")).alias(_partition_alias(i)))
+    return out
+
+
+def _reported_path(spark_path: str, key: str) -> str:
+    """The ``_metadata.file_path`` Spark reports for a local file: ``file:`` + encoded path."""
+    if _SCHEME.match(spark_path) and not spark_path.startswith("file:"):
+        parts = urlsplit(spark_path)
+        return f"{parts.scheme}://{parts.netloc}{key}"
+    return f"file:{key}"
+
+
 def _partition_alias(position: int) -> str:
     return f"__deltatx_part_{position}"
 
@@ -217,10 +265,7 @@ def _lookup_table(
     ]
     data: list[tuple[str | int | None, ...]] = []
     for index, (add, key) in enumerate(zip(files, keys, strict=True)):
-        lowered = {k.lower(): v for k, v in add.partition_values.items()}
-        # The protocol spells a NULL partition value as null or as "".
-        values = [lowered.get(c.lower()) or None for c in columns]
-        data.append((key, index, *values))
+        data.append((key, index, *_partition_values(add, columns)))
     return spark.createDataFrame(data, T.StructType(fields))
 
 
