@@ -33,12 +33,22 @@ class SparkSizes:
     dml_files: int = 20
     optimize_rows: int = 2_000_000
     optimize_files: int = 200
+    # The deletion-vector issue asks for a 10-million-row table.
+    dv_rows: int = 10_000_000
+    dv_files: int = 100
     runs: int = 3
     warmup: int = 1
 
 
 FULL = SparkSizes()
-QUICK = SparkSizes(write_rows=200_000, dml_rows=100_000, optimize_rows=200_000, optimize_files=50)
+QUICK = SparkSizes(
+    write_rows=200_000,
+    dml_rows=100_000,
+    optimize_rows=200_000,
+    optimize_files=50,
+    dv_rows=100_000,
+    dv_files=20,
+)
 
 
 def start_session() -> tuple[SparkSession, float]:
@@ -397,19 +407,19 @@ def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) 
     from deltatx import DeltaTable
 
     timer = Timer(spark)
-    n = sizes.dml_rows
+    n = sizes.dv_rows
     lo, hi, _, _ = rs_workers.dml_bounds(n)
     templates: dict[bool, str] = {}
     for dv in (True, False):
         templates[dv] = _fresh(os.path.join(workdir, f"dv-template-{int(dv)}"))
         deltatx.write(
-            dml_target(spark, n, sizes.dml_files),
+            dml_target(spark, n, sizes.dv_files),
             templates[dv],
             mode="append",
             properties=_DV if dv else _COW,
         )
     run_dir = os.path.join(workdir, "dv-run")
-    size = f"{n:,}-row target in {sizes.dml_files} files, 1% changed"
+    size = f"{n:,}-row target in {sizes.dv_files} files, 1% changed"
     rows: list[Row] = []
     ops: dict[str, Callable[[DeltaTable], Any]] = {
         "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),

@@ -258,3 +258,30 @@ def test_cli_conflicts_loads_no_spark(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["rows"] == [4]
+
+
+def test_cli_edge_versions_and_vacuumed_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Reading the latest version: nothing to explain. A version past it: exit 2 naming it.
+    A data file gone (vacuumed): a one-line error naming the file, nothing written."""
+    log, f = _table(tmp_path)
+    code, out, _ = run(capsys, "conflicts", log.table_path, "--since", "0", "--json")
+    assert code == 0 and json.loads(out) == []
+    code, _, err = run(capsys, "conflicts", log.table_path, "--since", "7")
+    assert code == 2 and "7" in err and err.strip().count("\n") == 0
+    _delete_rows(log, f, {1})
+    (Path(log.table_path) / f.path).unlink()
+    before = _files(Path(log.table_path))
+    code, _, err = run(capsys, "conflicts", log.table_path, "--since", "0", "--condition", "id = 3")
+    assert code == 3 and f.path in err and "does not exist" in err
+    assert _files(Path(log.table_path)) == before
+
+
+def test_only_the_condition_columns_are_read(tmp_path: Path) -> None:
+    """The condition is evaluated on the column it names (v here, not id)."""
+    log, f = _table(tmp_path)
+    _delete_rows(log, f, {9})
+    explained = _explain(log, OperationName.DELETE, "v >= 90")
+    assert explained.matched_rows == {f.path: (9,)}
+    assert explained.collisions[0].rows == (9,)

@@ -27,11 +27,12 @@ from deltatx.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
+    InvalidTableError,
 )
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
 from deltatx.kernel.conflicts import PendingCommit
 from deltatx.kernel.conflicts_row_level import DvUpdate, RowLevelWork
-from deltatx.kernel.expressions import Expression, has_opaque, or_
+from deltatx.kernel.expressions import Expression, columns_of, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.kernel.schema import StructType
 from deltatx.log.deletion_vectors import DvReader, write_dvs
@@ -169,13 +170,24 @@ def matching_rows(
 ) -> list[int]:
     """The live physical rows of a data file that satisfy ``predicate`` (at most ``limit``).
 
-    Reads the file with pyarrow, not Spark: this serves conflict checks and the log-only
-    ``deltatx conflicts``, where a file or two is read, never a table scan.
+    Reads only the columns the predicate names, with pyarrow, not Spark: this serves the
+    commit-time check of an appended file and the log-only ``deltatx conflicts``.
+
+    Raises:
+        InvalidTableError: The data file is missing (vacuumed) or is not readable Parquet.
     """
-    data = log.store.read(data_file_location(log.table_path, add.path))
-    # Without reader threads: pyarrow's pool can abort the interpreter at exit
-    # (apache/arrow#34314), and one data file gains nothing from them.
-    table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+    location = data_file_location(log.table_path, add.path)
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(log.store.read(location)))
+        wanted = {c.lower() for c in columns_of(predicate)}
+        names = [n for n in parquet.schema_arrow.names if n.lower() in wanted]
+        # Without reader threads: pyarrow's pool can abort the interpreter at exit
+        # (apache/arrow#34314), and one data file gains nothing from them.
+        table = parquet.read(columns=names, use_threads=False)
+    except FileNotFoundError:
+        raise InvalidTableError(f"data file {location} does not exist (vacuumed?)") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise InvalidTableError(f"data file {location} is not readable Parquet: {exc}") from None
     deleted = reader.rows_of(add)
     out: list[int] = []
     for index, row in enumerate(table.to_pylist()):
