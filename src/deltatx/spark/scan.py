@@ -201,8 +201,9 @@ def _union_of_partitions(
 
 # Up to this many files, each row's file index and partition values are looked up in literal
 # maps (constant-folded into the plan) rather than by a broadcast join, which costs about as
-# much as the scan itself; past it, the plan would grow too large.
-_MAP_LIMIT = 2048
+# much as the scan itself. Spark searches a map literal's keys one by one, so past a few dozen
+# files the join is cheaper (measured: maps win at 20 and 60 files, lose at 200).
+_MAP_LIMIT = 64
 
 
 def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
