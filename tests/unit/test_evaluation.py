@@ -213,6 +213,20 @@ def test_file_may_match_is_sound(case: tuple[StructType, list[dict[str, Any]], E
         assert file_may_match(pred, file, schema=schema, partition_columns=["p"])
 
 
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_short_circuit_agrees_with_the_full_mask(
+    case: tuple[StructType, list[dict[str, Any]], Expression],
+) -> None:
+    """Stopping early under AND/OR gives exactly the answer of the full three-valued mask."""
+    from deltatx.kernel.evaluation import _T, _FileView, _mask, _may_be_true
+
+    schema, rows, pred = case
+    for file in (make_file(rows), make_file(rows, with_stats=False)):
+        view = _FileView(file, schema, ["p"])
+        assert _may_be_true(pred, view) == bool(_mask(pred, view) & _T)
+
+
 @settings(max_examples=500, deadline=None)
 @given(scenario())
 def test_partition_predicate_is_weaker(

@@ -255,7 +255,23 @@ def file_may_match(
     view = _FileView(file, schema, partition_columns)
     if view.num_records == 0:
         return False
-    return bool(_mask(predicate, view) & _T)
+    return _may_be_true(predicate, view)
+
+
+def _may_be_true(expr: Expression, view: _FileView) -> bool:
+    """``bool(_mask(expr, view) & _T)``, stopping early where AND and OR allow.
+
+    An AND may be TRUE only if every child may be, an OR if any child may be, so the FALSE and
+    NULL bits (needed only under a NOT) are never worked out for them. A conflict check asks
+    this of the OR of a read set's predicates for every file a winner added.
+    """
+    match expr:
+        case Or():
+            return any(_may_be_true(c, view) for c in expr.children)
+        case And():
+            return all(_may_be_true(c, view) for c in expr.children)
+        case _:
+            return bool(_mask(expr, view) & _T)
 
 
 def _mask(expr: Expression, view: _FileView) -> int:
