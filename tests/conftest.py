@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +32,24 @@ def spark() -> Iterator[Any]:
 def table_dir(tmp_path: Path) -> Path:
     """A table root that does not exist yet (writers create it), unique to the test."""
     return tmp_path / "table"
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Runs the `deltatx` command in-process: ``run_cli(*args) -> (exit code, stdout, stderr)``."""
+    from deltatx import cli
+
+    def run(*args: str) -> tuple[int, str, str]:
+        old = sys.argv
+        sys.argv = ["deltatx", *args]
+        try:
+            cli.main()
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        finally:
+            sys.argv = old
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

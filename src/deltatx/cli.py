@@ -243,12 +243,10 @@ def conflicts(
         PastOperation.MERGE: OperationName.MERGE,
         PastOperation.OPTIMIZE: OperationName.OPTIMIZE,
     }
-    predicate = None
-    if condition is not None:
-        predicate = parse_condition(condition, schema=log.snapshot(since).schema)
+    snap = log.snapshot(since)
+    predicate = None if condition is None else parse_condition(condition, schema=snap.schema)
     explained = explain_conflicts(
-        log,
-        since=since,
+        snap,
         operation=names[operation],
         predicate=predicate,
         condition_text=condition,

@@ -10,7 +10,6 @@ vs OPTIMIZE never without ZORDER BY.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import deltatx
-from deltatx import DeltaTable, cli
+from deltatx import DeltaTable
 from deltatx.errors import ConcurrentModificationException
 from deltatx.tables import Transaction
 
@@ -52,19 +51,6 @@ def _winner(spark: SparkSession, kind: str) -> Op:
     return lambda t: t.optimize().execute_compaction()
 
 
-def _run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    old = sys.argv
-    sys.argv = ["deltatx", *args, "--json"]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    return code, capsys.readouterr().out
-
-
 CASES = [
     ("WriteSerializable", "update 3..8"),
     ("WriteSerializable", "delete 50..60"),
@@ -79,7 +65,7 @@ CASES = [
 def test_explanation_agrees_with_the_real_commit(
     spark: SparkSession,
     table_dir: Path,
-    capsys: pytest.CaptureFixture[str],
+    run_cli: Callable[..., tuple[int, str, str]],
     level: str,
     winner: str,
 ) -> None:
@@ -98,8 +84,8 @@ def test_explanation_agrees_with_the_real_commit(
         loser.commit()
     except ConcurrentModificationException as exc:
         real = exc
-    code, out = _run_cli(
-        capsys, "conflicts", str(table_dir), "--since", str(since), "--condition", condition
+    code, out, _ = run_cli(
+        "conflicts", str(table_dir), "--since", str(since), "--condition", condition, "--json"
     )
     assert code == 0
     explained = json.loads(out)[0]

@@ -142,16 +142,27 @@ def test_row_filter_sees_file_and_row_indexes(spark: SparkSession, table_dir: Pa
     assert kept == set(range(12)) - {i for i in first_ids if (i - min(first_ids)) % 2 == 0}
 
 
-def test_file_names_with_glob_and_uri_characters(spark: SparkSession, table_dir: Path) -> None:
-    schema, adds = _write(spark, table_dir, "id long, k string", [(1, "x"), (2, "y")], ["k"])
+def _rename_oddly(
+    table_dir: Path, adds: list[AddFile], *, absolute_every_other: bool = False
+) -> list[AddFile]:
+    """Renames each file to a name full of glob and URI characters; optionally every other
+    file is then named by an absolute ``file://`` URI."""
     renamed = []
     for n, add in enumerate(adds):
         old = table_dir / decode_uri_path(add.path)
         new = old.with_name(f"f[{n}] *?{{a}} é+&%41.parquet")
         old.rename(new)
         relative = new.relative_to(table_dir).as_posix()
-        renamed.append(dataclasses.replace(add, path=encode_uri_path(relative)))
-    back = _read(spark, table_dir, schema, renamed, ["k"])
+        path = encode_uri_path(relative)
+        if absolute_every_other and n % 2:
+            path = "file://" + encode_uri_path(f"{table_dir}/{relative}")
+        renamed.append(dataclasses.replace(add, path=path))
+    return renamed
+
+
+def test_file_names_with_glob_and_uri_characters(spark: SparkSession, table_dir: Path) -> None:
+    schema, adds = _write(spark, table_dir, "id long, k string", [(1, "x"), (2, "y")], ["k"])
+    back = _read(spark, table_dir, schema, _rename_oddly(table_dir, adds), ["k"])
     assert _rows(back) == [(1, "x"), (2, "y")]
 
 
@@ -222,16 +233,7 @@ def test_addressed_reads_agree_across_lookups(
         monkeypatch.setattr("deltatx.spark.scan._MAP_LIMIT", 0)
     rows = [(1, "x"), (2, "y"), (3, None), (4, "a b")]
     schema, adds = _write(spark, table_dir, "id long, k string", rows, ["k"])
-    spelled = []
-    for n, add in enumerate(adds):
-        old = table_dir / decode_uri_path(add.path)
-        new = old.with_name(f"f[{n}] *?{{a}} é+&%41.parquet")
-        old.rename(new)
-        relative = new.relative_to(table_dir).as_posix()
-        path = encode_uri_path(relative)
-        if n % 2:
-            path = "file://" + encode_uri_path(f"{table_dir}/{relative}")
-        spelled.append(dataclasses.replace(add, path=path))
+    spelled = _rename_oddly(table_dir, adds, absolute_every_other=True)
     back = files_to_dataframe(
         spark,
         table_path=str(table_dir),

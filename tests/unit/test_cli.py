@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from deltatx import cli
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.delta_log import DeltaLog
 from deltatx.storage import LocalLogStore
 
 from .logtables import add, append, begin, create_table, eq
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    old = sys.argv
-    sys.argv = ["deltatx", *args]
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -38,8 +23,8 @@ def table(tmp_path: Path) -> Path:
     return tmp_path / "t"
 
 
-def test_history_json(capsys: pytest.CaptureFixture[str], table: Path) -> None:
-    code, out, _ = run(capsys, "history", str(table), "--json")
+def test_history_json(run_cli: Callable[..., tuple[int, str, str]], table: Path) -> None:
+    code, out, _ = run_cli("history", str(table), "--json")
     assert code == 0
     rows = json.loads(out)
     assert [r["version"] for r in rows] == [2, 1, 0]
@@ -47,27 +32,27 @@ def test_history_json(capsys: pytest.CaptureFixture[str], table: Path) -> None:
     assert rows[0]["isBlindAppend"] is True
 
 
-def test_describe_and_files_json(capsys: pytest.CaptureFixture[str], table: Path) -> None:
-    code, out, _ = run(capsys, "describe", str(table), "--json")
+def test_describe_and_files_json(run_cli: Callable[..., tuple[int, str, str]], table: Path) -> None:
+    code, out, _ = run_cli("describe", str(table), "--json")
     info = json.loads(out)
     assert code == 0
     assert info["partitionColumns"] == ["part"]
     assert info["numFiles"] == 3
     assert info["isolationLevel"] == "WriteSerializable"
     assert (info["minReaderVersion"], info["minWriterVersion"]) == (1, 2)
-    code, out, _ = run(capsys, "files", str(table), "--version", "1", "--json")
+    code, out, _ = run_cli("files", str(table), "--version", "1", "--json")
     assert sorted(r["path"] for r in json.loads(out)) == ["part=a/1.parquet", "part=b/2.parquet"]
 
 
 def test_set_property_validates_and_commits(
-    capsys: pytest.CaptureFixture[str], table: Path
+    run_cli: Callable[..., tuple[int, str, str]], table: Path
 ) -> None:
-    code, _, err = run(capsys, "set-property", str(table), "delta.isolationLevel=Chaos")
+    code, _, err = run_cli("set-property", str(table), "delta.isolationLevel=Chaos")
     assert code == 2
     assert "Serializable" in err and "WriteSerializable" in err
     assert DeltaLog.for_table(str(table)).latest_version() == 2
-    code, out, _ = run(
-        capsys, "set-property", str(table), "delta.isolationLevel=serializable", "--json"
+    code, out, _ = run_cli(
+        "set-property", str(table), "delta.isolationLevel=serializable", "--json"
     )
     assert code == 0
     assert json.loads(out) == {"version": 3, "properties": {"delta.isolationLevel": "Serializable"}}
@@ -75,34 +60,37 @@ def test_set_property_validates_and_commits(
     assert snap.metadata.configuration["delta.isolationLevel"] == "Serializable"
 
 
-def test_checkpoint_and_vacuum_dry_run(capsys: pytest.CaptureFixture[str], table: Path) -> None:
-    code, out, _ = run(capsys, "checkpoint", str(table), "--json")
+def test_checkpoint_and_vacuum_dry_run(
+    run_cli: Callable[..., tuple[int, str, str]], table: Path
+) -> None:
+    code, out, _ = run_cli("checkpoint", str(table), "--json")
     assert code == 0 and json.loads(out) == {"version": 2, "numFiles": 3}
     assert (table / "_delta_log" / "00000000000000000002.checkpoint.parquet").exists()
     (table / "orphan.parquet").write_bytes(b"x")
-    code, out, _ = run(capsys, "vacuum", str(table), "--dry-run", "--json")
+    code, out, _ = run_cli("vacuum", str(table), "--dry-run", "--json")
     assert code == 0
     assert json.loads(out)["numFilesToDelete"] == 0  # too young for the default retention
     assert (table / "orphan.parquet").exists()
 
 
 def test_errors_are_one_line_with_documented_codes(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, table: Path
+    run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path, table: Path
 ) -> None:
-    code, _, err = run(capsys, "history", str(tmp_path / "missing"))
+    code, _, err = run_cli("history", str(tmp_path / "missing"))
     assert code == 2 and err.strip().count("\n") == 0 and "no Delta table" in err
-    code, _, err = run(capsys, "files", str(table), "--version", "99")
+    code, _, err = run_cli("files", str(table), "--version", "99")
     assert code == 2 and "99" in err
 
 
-def test_conflicts_explains_the_collisions(capsys: pytest.CaptureFixture[str], table: Path) -> None:
+def test_conflicts_explains_the_collisions(
+    run_cli: Callable[..., tuple[int, str, str]], table: Path
+) -> None:
     log = DeltaLog.for_table(str(table))
     txn = begin(log)
     txn.remove_files(txn.scan(eq("part", "a")))
     txn.record_operation(Operation(OperationName.DELETE, {}), {})
     txn.commit()  # version 3 rewrote partition a
-    code, out, _ = run(
-        capsys,
+    code, out, _ = run_cli(
         "conflicts",
         str(table),
         "--since",
@@ -119,7 +107,7 @@ def test_conflicts_explains_the_collisions(capsys: pytest.CaptureFixture[str], t
     assert rows[0]["conflict"] == "ConcurrentDeleteDeleteException"
     assert rows[0]["partition"] == "[part=a]"
     assert rows[0]["hint"]
-    code, out, _ = run(
-        capsys, "conflicts", str(table), "--since", "2", "--condition", "part = 'b'", "--json"
+    code, out, _ = run_cli(
+        "conflicts", str(table), "--since", "2", "--condition", "part = 'b'", "--json"
     )
     assert json.loads(out)[0]["conflict"] is None

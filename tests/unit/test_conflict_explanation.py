@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,8 +31,6 @@ from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import parse_condition
 from deltatx.storage import LocalLogStore
-
-from .test_cli import run
 
 SCHEMA = json.dumps(
     {
@@ -109,11 +108,10 @@ def _delete_rows(log: DeltaLog, f: AddFile, rows: set[int]) -> int:
 def _explain(
     log: DeltaLog, operation: OperationName, condition: str | None, since: int = 0
 ) -> Explanation:
-    predicate = (
-        None if condition is None else parse_condition(condition, schema=log.snapshot().schema)
-    )
+    snap = log.snapshot(since)
+    predicate = None if condition is None else parse_condition(condition, schema=snap.schema)
     return explain_conflicts(
-        log, since=since, operation=operation, predicate=predicate, condition_text=condition
+        snap, operation=operation, predicate=predicate, condition_text=condition
     )
 
 
@@ -224,14 +222,14 @@ def test_explaining_writes_nothing(tmp_path: Path) -> None:
 def test_unmodelled_operation_is_refused(tmp_path: Path) -> None:
     log, _ = _table(tmp_path)
     with pytest.raises(InvalidArgumentError, match="cannot explain a RESTORE"):
-        explain_conflicts(log, since=0, operation=OperationName.RESTORE)
+        explain_conflicts(log.snapshot(0), operation=OperationName.RESTORE)
 
 
-def test_cli_names_the_rows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_cli_names_the_rows(run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
     log, f = _table(tmp_path)
     _delete_rows(log, f, {4})
     args = ["conflicts", log.table_path, "--since", "0", "--condition", "id >= 4"]
-    code, out, _ = run(capsys, *args, "--json")
+    code, out, _ = run_cli(*args, "--json")
     assert code == 0
     [row] = json.loads(out)
     assert (row["conflict"], row["file"], row["rows"]) == (
@@ -239,7 +237,7 @@ def test_cli_names_the_rows(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
         f.path,
         [4],
     )
-    code, out, _ = run(capsys, *args)
+    code, out, _ = run_cli(*args)
     assert code == 0 and "comparing rows: 6 matched in 1 file(s)" in " ".join(out.split())
     assert "1 of 1 later commit(s) collide" in out
 
@@ -261,19 +259,19 @@ def test_cli_conflicts_loads_no_spark(tmp_path: Path) -> None:
 
 
 def test_cli_edge_versions_and_vacuumed_files(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path
 ) -> None:
     """Reading the latest version: nothing to explain. A version past it: exit 2 naming it.
     A data file gone (vacuumed): a one-line error naming the file, nothing written."""
     log, f = _table(tmp_path)
-    code, out, _ = run(capsys, "conflicts", log.table_path, "--since", "0", "--json")
+    code, out, _ = run_cli("conflicts", log.table_path, "--since", "0", "--json")
     assert code == 0 and json.loads(out) == []
-    code, _, err = run(capsys, "conflicts", log.table_path, "--since", "7")
+    code, _, err = run_cli("conflicts", log.table_path, "--since", "7")
     assert code == 2 and "7" in err and err.strip().count("\n") == 0
     _delete_rows(log, f, {1})
     (Path(log.table_path) / f.path).unlink()
     before = _files(Path(log.table_path))
-    code, _, err = run(capsys, "conflicts", log.table_path, "--since", "0", "--condition", "id = 3")
+    code, _, err = run_cli("conflicts", log.table_path, "--since", "0", "--condition", "id = 3")
     assert code == 3 and f.path in err and "does not exist" in err
     assert _files(Path(log.table_path)) == before
 

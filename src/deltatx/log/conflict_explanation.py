@@ -20,7 +20,7 @@ from deltatx.kernel.actions import Action, AddFile
 from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
 from deltatx.kernel.conflicts import PendingCommit, WinningCommit
 from deltatx.kernel.conflicts_row_level import RowLevelWork, checker_for
-from deltatx.kernel.deletion_vectors import loose_stats, num_records
+from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.features import writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
@@ -28,7 +28,7 @@ from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level import row_level_limitation
 from deltatx.kernel.transaction import ReadTracker, is_blind_append
 from deltatx.log.commit import settle
-from deltatx.log.deletion_vectors import DvReader, write_dvs
+from deltatx.log.deletion_vectors import DvReader, with_more_deleted_rows
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.row_level import matching_rows
 from deltatx.log.snapshot import Snapshot
@@ -89,31 +89,28 @@ class Explanation:
 
 
 def explain_conflicts(
-    log: DeltaLog,
+    snap: Snapshot,
     *,
-    since: int,
     operation: OperationName,
     predicate: Expression | None = None,
     condition_text: str | None = None,
 ) -> Explanation:
-    """Settles a modelled transaction that read ``since`` against every later commit.
+    """Settles a modelled transaction that read ``snap`` against every later commit.
 
     Args:
-        log: The table.
-        since: The version the transaction read.
+        snap: The snapshot the transaction read (the caller has it, to parse the condition).
         operation: What it did: WRITE (a blind append), DELETE, UPDATE, MERGE or OPTIMIZE.
         predicate: Its condition in the IR (None: it read the whole table).
         condition_text: The condition as written, to spot seed 000's row-level limitations.
 
     Raises:
         InvalidArgumentError: ``operation`` is not one of those modelled.
-        VersionNotFoundError: ``since`` is not a version of the table.
     """
     if operation not in _MODELLED:
         names = ", ".join(sorted(n.value for n in _MODELLED))
         raise InvalidArgumentError(f"cannot explain a {operation.value}; use one of {names}")
-    scratch = DeltaLog.for_table(log.table_path, store=OverlayLogStore(log.store))
-    snap = scratch.snapshot(since)
+    # Reads go to the table; what settling writes stays in memory.
+    scratch = DeltaLog.for_table(snap.log.table_path, store=OverlayLogStore(snap.log.store))
     model = _model(scratch, snap, operation, predicate, condition_text)
     pending = model.pending
     checker = checker_for(pending)
@@ -220,23 +217,15 @@ def _deletion_vector_changes(
     now: int,
 ) -> list[Action]:
     """What a deletion-vector DML changing the matched rows stages (vectors in the overlay)."""
+    targets = [(f, matched[f.path]) for f in files if matched.get(f.path)]
+    changed = with_more_deleted_rows(
+        log, reader, targets, physical_rows=lambda f: num_records(f.stats)
+    )
     actions: list[Action] = []
-    partial: list[tuple[AddFile, frozenset[int]]] = []
-    for f in files:
-        rows = matched.get(f.path)
-        if not rows:
-            continue
-        new = reader.rows_of(f) | frozenset(rows)
-        physical = num_records(f.stats)
-        if physical is not None and len(new) >= physical:
-            actions.append(f.remove(timestamp=now))
-        else:
-            partial.append((f, new))
-    for (f, _), vector in zip(partial, write_dvs(log, [r for _, r in partial]), strict=True):
+    for (f, _), kept in zip(targets, changed, strict=True):
         actions.append(f.remove(timestamp=now))
-        actions.append(
-            replace(f, deletion_vector=vector, data_change=True, stats=loose_stats(f.stats))
-        )
+        if kept is not None:
+            actions.append(replace(kept, data_change=True))
     return actions
 
 

@@ -33,8 +33,8 @@ from deltatx.kernel.actions import Action, AddFile, RemoveFile
 from deltatx.kernel.compaction import RowsNotLiveError, map_rows, segments_of
 from deltatx.kernel.conflicts import PendingCommit
 from deltatx.kernel.conflicts_row_level import CompactedSource, RowLevelWork
-from deltatx.kernel.deletion_vectors import loose_stats, num_records
-from deltatx.log.deletion_vectors import DvReader, write_dvs
+from deltatx.kernel.deletion_vectors import num_records
+from deltatx.log.deletion_vectors import DvReader, with_more_deleted_rows
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
@@ -149,19 +149,16 @@ def follow_compactions(
 
     now = int(time.time() * 1000)
     carried: list[Action] = []
-    partial: list[tuple[AddFile, frozenset[int]]] = []
-    for path, gone in deleted.items():
-        out = outputs[path]
-        total = reader.rows_of(out) | gone
-        if len(total) >= _physical_rows(out):
-            carried.append(out.remove(timestamp=now))
-        else:
-            partial.append((out, total))
-    for (out, _), dv in zip(partial, write_dvs(log, [r for _, r in partial]), strict=True):
-        carried.append(out.remove(timestamp=now))
-        carried.append(
-            replace(out, deletion_vector=dv, data_change=True, stats=loose_stats(out.stats))
-        )
+    changed = with_more_deleted_rows(
+        log,
+        reader,
+        [(outputs[p], gone) for p, gone in deleted.items()],
+        physical_rows=_physical_rows,
+    )
+    for path, kept in zip(deleted, changed, strict=True):
+        carried.append(outputs[path].remove(timestamp=now))
+        if kept is not None:
+            carried.append(replace(kept, data_change=True))
     actions = [
         a
         for a in pending.actions
@@ -228,19 +225,11 @@ def settle_source_changes(
             )
         deleted.setdefault(ch.output.path, set()).update(positions)
 
-    outputs: dict[str, AddFile | None] = {}
-    partial: list[tuple[AddFile, frozenset[int]]] = []
-    for path, gone in deleted.items():
-        current = adds[path]
-        total = reader.rows_of(current) | gone
-        if len(total) >= _physical_rows(current):
-            outputs[path] = None  # every row it copied is gone or lives in the winner's files
-        else:
-            partial.append((current, total))
-    for (current, _), dv in zip(partial, write_dvs(log, [r for _, r in partial]), strict=True):
-        outputs[current.path] = replace(
-            current, deletion_vector=dv, stats=loose_stats(current.stats)
-        )
+    # None: every row an output copied is gone or lives in the winner's files.
+    changed = with_more_deleted_rows(
+        log, reader, [(adds[p], gone) for p, gone in deleted.items()], physical_rows=_physical_rows
+    )
+    outputs = dict(zip(deleted, changed, strict=True))
     actions: list[Action] = []
     for a in pending.actions:
         if isinstance(a, RemoveFile) and a.path in swaps:
