@@ -1,0 +1,109 @@
+"""Where a path in the log points: the one reading of table roots and file paths.
+
+The protocol lets ``add.path``, ``remove.path``, ``cdc.path`` and a ``p`` deletion vector name
+a file three ways: a relative URI (percent-encoded, resolved against the table root), an
+absolute path, or an absolute URI such as ``file:///t/a.parquet``. Several spellings of one
+file must be one file, during replay and everywhere else, so every layer resolves paths here.
+
+A *canonical location* is either an absolute POSIX path (local files) or ``scheme://rest``
+(other stores), normalised, without a trailing ``/``, percent-decoded.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from urllib.parse import unquote
+
+from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
+
+# The stores a table may live on today. A scheme is added here when its storage is built.
+SUPPORTED_SCHEMES = frozenset({"file"})
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+def scheme_of(uri: str) -> str | None:
+    """The lower-case URI scheme of ``uri``, or None for a plain path.
+
+    One-letter prefixes are not schemes (``C:`` would be a drive, never a store).
+    """
+    match = _SCHEME.match(uri)
+    return None if match is None else match.group(1).lower()
+
+
+def _normal(path: str) -> str:
+    normal = posixpath.normpath(path)
+    # POSIX keeps a leading "//"; it names the same directory as "/" on every system we serve.
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    return normal
+
+
+def _file_uri_path(uri: str) -> str:
+    """The local path of a ``file:`` URI: ``file:/a``, ``file:///a``, ``file://localhost/a``."""
+    rest = uri[len("file:") :]
+    if rest.startswith("//"):
+        authority, _, tail = rest[2:].partition("/")
+        if authority not in ("", "localhost"):
+            raise InvalidArgumentError(
+                f"{uri!r}: a file: URI with host {authority!r} is not a local path"
+            )
+        rest = "/" + tail
+    decoded = unquote(rest)
+    if not decoded.startswith("/"):
+        raise InvalidArgumentError(f"{uri!r}: a file: URI must name an absolute path")
+    return _normal(decoded)
+
+
+def table_root(uri: str) -> str:
+    """The canonical location of a table root given by a user (a path or a URI).
+
+    A plain path is taken literally (a directory may be named ``a%20b``) and made absolute
+    against the working directory; a ``file:`` URI is decoded.
+
+    Raises:
+        UnsupportedFeatureError: The URI's scheme names a store deltatx cannot write to yet.
+        InvalidArgumentError: The path is empty or the URI is malformed.
+    """
+    if not uri or not uri.strip():
+        raise InvalidArgumentError("a table path must not be empty")
+    scheme = scheme_of(uri)
+    if scheme is None:
+        return _normal(posixpath.abspath(uri))
+    if scheme not in SUPPORTED_SCHEMES:
+        raise UnsupportedFeatureError(
+            f"{uri!r}: tables on {scheme}:// storage are not supported yet; deltatx reads and "
+            "writes tables on the local filesystem (a path or a file: URI). Nothing was written.",
+            feature=f"storage:{scheme}",
+        )
+    return _file_uri_path(uri)
+
+
+def resolve(path: str, *, root: str) -> str:
+    """The canonical location of a file path found in the log, for the table at ``root``.
+
+    Args:
+        path: The path as the log has it: relative (percent-encoded), absolute, or a URI.
+        root: The table's canonical root (see :func:`table_root`).
+
+    Raises:
+        InvalidArgumentError: A ``file:`` URI names a remote host or a relative path.
+    """
+    scheme = scheme_of(path)
+    if scheme == "file":
+        return _file_uri_path(path)
+    if scheme is not None:
+        return path.rstrip("/")
+    decoded = unquote(path)
+    if decoded.startswith("/"):
+        return _normal(decoded)
+    return _normal(f"{root}/{decoded}")
+
+
+def relative_to(location: str, *, root: str) -> str | None:
+    """``location`` relative to ``root`` when it lies strictly below it, else None."""
+    prefix = root.rstrip("/") + "/"
+    if location.startswith(prefix) and len(location) > len(prefix):
+        return location[len(prefix) :]
+    return None
