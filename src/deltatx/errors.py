@@ -44,6 +44,10 @@ class UnsupportedFeatureError(DeltaError):
         self.feature = feature
 
 
+class AppendOnlyViolationError(InvalidArgumentError):
+    """A commit would remove or delete rows of an append-only table (``delta.appendOnly``)."""
+
+
 class InvalidPropertyError(InvalidArgumentError):
     """A table property has a value that is not allowed."""
 

@@ -697,7 +697,7 @@ CASES.update(
             _nothing,
             lambda s, log: _append(log, add("e", deletion_vector=_dv(cardinality=-3))),
             InvalidArgumentError,
-            "negative cardinality",
+            "cardinality is negative",
         ),
         "dv-commit-bad-storage-type": Case(
             _nothing,

@@ -14,7 +14,7 @@ import uuid
 import zlib
 from collections.abc import Iterable, Sequence
 
-from deltatx.errors import InvalidArgumentError, InvalidTableError
+from deltatx.errors import DeltaError, InvalidArgumentError, InvalidTableError
 from deltatx.kernel.actions import DeletionVectorDescriptor
 from deltatx.kernel.roaring import deserialize, serialize
 
@@ -73,18 +73,30 @@ def dv_relative_path(path_or_inline_dv: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def check_descriptor(dv: DeletionVectorDescriptor, where: str) -> None:
+def check_descriptor(
+    dv: DeletionVectorDescriptor,
+    where: str,
+    *,
+    error: type[DeltaError] = InvalidTableError,
+) -> None:
     """Refuses a descriptor no writer can have produced (bad type, negative counts).
 
     Such a descriptor would make a reader return deleted rows or look for the bitmap in the
-    wrong place, so a table state is never built on one. Whether a ``u`` id decodes is checked
-    where the bitmap file is resolved (:func:`dv_relative_path`).
+    wrong place, so a table state is never built on one and a commit never publishes one.
+    Whether a ``u`` id decodes is checked where the bitmap file is resolved
+    (:func:`dv_relative_path`).
+
+    Args:
+        dv: The descriptor.
+        where: Names the action in the message.
+        error: The error to raise: InvalidTableError for a log being read, InvalidArgumentError
+            for actions being committed.
 
     Raises:
-        InvalidTableError: The descriptor is invalid; the message says where and why.
+        DeltaError: ``error``, saying where and why.
     """
     if dv.storage_type not in ("u", "i", "p"):
-        raise InvalidTableError(f"{where}: unknown deletion vector storageType {dv.storage_type!r}")
+        raise error(f"{where}: deletion vector has unknown storageType {dv.storage_type!r}")
     for name, value in (
         ("cardinality", dv.cardinality),
         ("sizeInBytes", dv.size_in_bytes),
@@ -92,7 +104,7 @@ def check_descriptor(dv: DeletionVectorDescriptor, where: str) -> None:
         ("maxRowIndex", dv.max_row_index),
     ):
         if value is not None and value < 0:
-            raise InvalidTableError(f"{where}: deletion vector {name} is negative ({value})")
+            raise error(f"{where}: deletion vector {name} is negative ({value})")
 
 
 # -- DV files ------------------------------------------------------------------------------------

@@ -11,26 +11,21 @@ after an ambiguous I/O failure instead of committing twice.
 from __future__ import annotations
 
 import logging
-import posixpath
 import random
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from deltatx.errors import (
     CommitFailedError,
     CommitRetriesExceededError,
     InvalidArgumentError,
-    InvalidTableError,
     ProtocolChangedException,
 )
 from deltatx.kernel.actions import (
     Action,
-    AddCDCFile,
     AddFile,
     CommitInfo,
     Metadata,
@@ -39,15 +34,15 @@ from deltatx.kernel.actions import (
     SetTransaction,
 )
 from deltatx.kernel.codec import serialize_commit
+from deltatx.kernel.commit_rules import check_commit
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
 from deltatx.kernel.conflicts_row_level import RowLevelChecker, RowLevelWork, checker_for
-from deltatx.kernel.deletion_vectors import dv_relative_path
-from deltatx.kernel.features import check_writable, writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
-from deltatx.kernel.log_paths import LOG_DIR, commit_name
+from deltatx.kernel.log_paths import commit_name
 from deltatx.kernel.operations import Operation
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import parse_schema
+from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.kernel.transaction import ReadSet, is_blind_append
 from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import FileAlreadyExistsError
@@ -72,76 +67,6 @@ class CommitResult:
     txn_id: str
 
 
-_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-def check_data_path(path: str, *, table_path: str, what: str = "add") -> None:
-    """Refuses a file path that would point outside the table root.
-
-    A relative path (the normal case) is percent-decoded, as readers decode it, and normalised;
-    it must then stay below the root and out of ``_delta_log``. An absolute path or ``file:``
-    URI is accepted only when it lies under the root; any other URI scheme is refused, since
-    the table lives on the local filesystem. Without this a commit could make VACUUM, a
-    DELETE or a reader act on ``../x`` or ``/etc/passwd``.
-
-    Raises:
-        InvalidArgumentError: The path escapes the root; the message names it.
-    """
-    decoded = unquote(path)
-    bad = f"{what} {path!r}"
-    if not decoded or "\x00" in decoded:
-        raise InvalidArgumentError(f"{bad}: a data file path must be a non-empty file name")
-    if _URI_SCHEME.match(decoded) or decoded.startswith("/"):
-        local = decoded
-        if local.lower().startswith("file:"):
-            local = local[len("file:") :]
-            if local.startswith("//"):
-                local = local[2:]
-                local = local[len("localhost") :] if local.startswith("localhost/") else local
-        if not local.startswith("/"):
-            raise InvalidArgumentError(
-                f"{bad}: only relative paths or file: URIs under the table root "
-                f"{table_path} are allowed"
-            )
-        root = posixpath.normpath(table_path)
-        normal = posixpath.normpath(local)
-        if not normal.startswith(root.rstrip("/") + "/"):
-            raise InvalidArgumentError(f"{bad}: the path is outside the table root {table_path}")
-        relative = normal[len(root.rstrip("/")) + 1 :]
-    else:
-        relative = posixpath.normpath(decoded)
-        if relative == ".." or relative.startswith("../") or relative == ".":
-            raise InvalidArgumentError(
-                f"{bad}: the path escapes the table root {table_path} (it resolves to {relative!r})"
-            )
-    if relative.split("/", 1)[0] == LOG_DIR:
-        raise InvalidArgumentError(f"{bad}: a data file cannot live in {LOG_DIR}")
-
-
-def _check_deletion_vector(a: AddFile, table_path: str) -> None:
-    dv = a.deletion_vector
-    if dv is None:
-        return
-    where = f"add {a.path!r}: deletion vector"
-    if dv.storage_type not in ("u", "i", "p"):
-        raise InvalidArgumentError(f"{where} has unknown storageType {dv.storage_type!r}")
-    for name, value in (
-        ("cardinality", dv.cardinality),
-        ("sizeInBytes", dv.size_in_bytes),
-        ("offset", dv.offset),
-    ):
-        if value is not None and value < 0:
-            raise InvalidArgumentError(f"{where} has a negative {name} ({value})")
-    if dv.storage_type == "u":
-        try:
-            relative = dv_relative_path(dv.path_or_inline_dv)
-        except (InvalidTableError, ValueError) as exc:
-            raise InvalidArgumentError(f"{where} is not a valid descriptor: {exc}") from None
-        check_data_path(relative, table_path=table_path, what=f"{where} file")
-    elif dv.storage_type == "p":
-        check_data_path(dv.path_or_inline_dv, table_path=table_path, what=f"{where} file")
-
-
 def _check_changed_properties(md: Metadata, previous: Metadata | None) -> None:
     # Only the values this commit sets are checked: a log written by another engine may carry
     # a value deltatx reads leniently, and re-committing it unchanged must stay possible.
@@ -155,22 +80,29 @@ def validate_actions(
     actions: Sequence[Action],
     *,
     read_snapshot: Snapshot | None,
+    operation: Operation,
     table_path: str | None = None,
-) -> tuple[Metadata, ProtocolAction]:
+) -> TableConfiguration:
     """Checks the per-commit rules of the protocol before anything is written.
+
+    The structural rules (one metadata, partition values, no duplicates) are checked here; the
+    protocol rules of the configuration are :func:`~deltatx.kernel.commit_rules.check_commit`.
 
     Args:
         actions: The actions to commit.
         read_snapshot: The snapshot the transaction read (None for a new table).
+        operation: What the commit does.
         table_path: The table root; when given, file paths must stay under it.
 
     Returns:
-        The metadata and protocol the commit leaves in force.
+        The configuration the commit leaves in force.
 
     Raises:
         InvalidArgumentError: The actions break a protocol rule (two metadata actions, a new
             table without metadata, an add whose partition values do not match, a path
             outside the table root, a bad deletion vector descriptor, ...).
+        AppendOnlyViolationError: Rows of an append-only table would be removed.
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
         InvalidPropertyError: A table property this commit sets has a value not allowed.
     """
     metadata = [a for a in actions if isinstance(a, Metadata)]
@@ -179,14 +111,19 @@ def validate_actions(
         raise InvalidArgumentError("a commit may hold at most one metaData and one protocol")
     if read_snapshot is None and (not metadata or not protocols):
         raise InvalidArgumentError("the first commit of a table must set metaData and protocol")
-    md = metadata[0] if metadata else _require(read_snapshot).metadata
-    proto = protocols[0] if protocols else _require(read_snapshot).protocol
-    check_writable(proto, md)
-    parse_schema(md.schema_string)
+    if not metadata and not protocols:
+        configuration = _require(read_snapshot).table_configuration
+    else:
+        md = metadata[0] if metadata else _require(read_snapshot).metadata
+        proto = protocols[0] if protocols else _require(read_snapshot).protocol
+        configuration = TableConfiguration.of(proto, md)
     if metadata:
-        _check_changed_properties(md, None if read_snapshot is None else read_snapshot.metadata)
+        _check_changed_properties(
+            configuration.metadata, None if read_snapshot is None else read_snapshot.metadata
+        )
     root = table_path if table_path is not None else _root_of(read_snapshot)
-    partition_columns = set(md.partition_columns)
+    check_commit(configuration, actions, operation, table_root=root)
+    partition_columns = set(configuration.partition_columns)
     seen_adds: set[tuple[str, str | None]] = set()
     seen_removes: set[tuple[str, str | None]] = set()
     apps: set[str] = set()
@@ -197,9 +134,6 @@ def validate_actions(
                     f"add {a.path}: partition values {sorted(a.partition_values)} do not match "
                     f"the table's partition columns {sorted(partition_columns)}"
                 )
-            if root is not None:
-                check_data_path(a.path, table_path=root)
-                _check_deletion_vector(a, root)
             key = (a.path, a.dv_id)
             if key in seen_adds:
                 raise InvalidArgumentError(f"add {a.path} appears twice in one commit")
@@ -209,13 +143,11 @@ def validate_actions(
             if key in seen_removes:
                 raise InvalidArgumentError(f"remove {a.path} appears twice in one commit")
             seen_removes.add(key)
-        elif isinstance(a, AddCDCFile) and root is not None:
-            check_data_path(a.path, table_path=root, what="cdc")
         elif isinstance(a, SetTransaction):
             if a.app_id in apps:
                 raise InvalidArgumentError(f"app id {a.app_id!r} appears twice in one commit")
             apps.add(a.app_id)
-    return md, proto
+    return configuration
 
 
 def _root_of(snapshot: Snapshot | None) -> str | None:
@@ -257,8 +189,10 @@ def commit(
         ConcurrentModificationException: A winning commit conflicts (a documented subclass).
         CommitRetriesExceededError: The retry limit was reached.
     """
-    md, proto = validate_actions(actions, read_snapshot=read_snapshot, table_path=log.table_path)
-    props = TableProperties.from_configuration(md.configuration)
+    configuration = validate_actions(
+        actions, read_snapshot=read_snapshot, operation=operation, table_path=log.table_path
+    )
+    md, props = configuration.metadata, configuration.properties
     read_version = -1 if read_snapshot is None else read_snapshot.version
     partition_source = md if read_snapshot is None else read_snapshot.metadata
     level = resolve_isolation_level(
@@ -276,8 +210,7 @@ def commit(
         is_blind_append=blind,
         schema=parse_schema(partition_source.schema_string),
         partition_columns=tuple(partition_source.partition_columns),
-        deletion_vectors=props.enable_deletion_vectors
-        and "deletionVectors" in writer_features(proto),
+        deletion_vectors=configuration.deletion_vectors_enabled,
     )
     info = CommitInfo(
         timestamp=int(time.time() * 1000),

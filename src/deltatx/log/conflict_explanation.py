@@ -22,7 +22,6 @@ from deltatx.kernel.conflicts import PendingCommit, WinningCommit
 from deltatx.kernel.conflicts_row_level import RowLevelWork, checker_for
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import TRUE, Expression
-from deltatx.kernel.features import writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level import row_level_limitation
@@ -161,9 +160,7 @@ def _model(
     condition_text: str | None,
 ) -> _Model:
     """The pending commit a transaction like the one described would have made."""
-    dv = snap.properties.enable_deletion_vectors and "deletionVectors" in writer_features(
-        snap.protocol
-    )
+    dv = snap.table_configuration.deletion_vectors_enabled
     tracker = ReadTracker()
     files: list[AddFile] = []
     if operation is not OperationName.WRITE:

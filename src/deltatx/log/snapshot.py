@@ -33,6 +33,7 @@ from deltatx.kernel.expressions import Expression
 from deltatx.kernel.features import check_readable
 from deltatx.kernel.properties import TableProperties
 from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.log import _state
 
 if TYPE_CHECKING:
@@ -291,6 +292,7 @@ class Snapshot:
         "_file_keys",
         "_properties",
         "_schema",
+        "_table_configuration",
         "_timestamp",
         "_tombstone_keys",
         "_tombstones",
@@ -321,6 +323,7 @@ class Snapshot:
         self._timestamp = timestamp
         self._schema: StructType | None = None
         self._properties: TableProperties | None = None
+        self._table_configuration: TableConfiguration | None = None
         self._add_files: list[AddFile] | None = None
 
     def __repr__(self) -> str:
@@ -364,6 +367,13 @@ class Snapshot:
         if self._properties is None:
             self._properties = TableProperties.from_configuration(self.metadata.configuration)
         return self._properties
+
+    @property
+    def table_configuration(self) -> TableConfiguration:
+        """How this version is configured (features, properties, schema), derived once."""
+        if self._table_configuration is None:
+            self._table_configuration = TableConfiguration.of(self.protocol, self.metadata)
+        return self._table_configuration
 
     @property
     def num_files(self) -> int:

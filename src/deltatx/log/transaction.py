@@ -29,7 +29,8 @@ from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties
-from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.schema import StructType
+from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.kernel.transaction import ReadTracker
 from deltatx.log.commit import CommitResult, commit
 
@@ -77,6 +78,7 @@ class OptimisticTransaction:
         self._domains: dict[str, DomainMetadata] = {}
         self._operations: list[Operation] = []
         self._metrics: dict[str, int] = {}
+        self._configuration: TableConfiguration | None = None
 
     # -- what the transaction sees -------------------------------------------------------
 
@@ -104,9 +106,21 @@ class OptimisticTransaction:
         return self._metadata is not None or self.snapshot is not None
 
     @property
+    def configuration(self) -> TableConfiguration:
+        """How the table is configured, staged changes included (derived once per change)."""
+        if self._metadata is None and self._protocol is None and self.snapshot is not None:
+            return self.snapshot.table_configuration
+        metadata, protocol = self.metadata, self.protocol
+        cached = self._configuration
+        if cached is None or cached.metadata is not metadata or cached.protocol is not protocol:
+            cached = TableConfiguration.of(protocol, metadata)
+            self._configuration = cached
+        return cached
+
+    @property
     def schema(self) -> StructType:
         """The schema in force."""
-        return parse_schema(self.metadata.schema_string)
+        return self.configuration.schema
 
     @property
     def partition_columns(self) -> tuple[str, ...]:
@@ -116,7 +130,7 @@ class OptimisticTransaction:
     @property
     def properties(self) -> TableProperties:
         """The interpreted table properties in force."""
-        return TableProperties.from_configuration(self.metadata.configuration)
+        return self.configuration.properties
 
     @property
     def metadata_changed(self) -> bool:
@@ -163,15 +177,6 @@ class OptimisticTransaction:
         """Records why row-level concurrency cannot apply; conflicts are then per file."""
         self._check_active()
         self.tracker.record_row_level_fallback(reason)
-
-    @property
-    def deletion_vectors_enabled(self) -> bool:
-        """Whether DML should write deletion vectors (property on and protocol feature named)."""
-        from deltatx.kernel.features import writer_features
-
-        return self.properties.enable_deletion_vectors and "deletionVectors" in writer_features(
-            self.protocol
-        )
 
     def app_transaction_version(self, app_id: str) -> int | None:
         """The latest version committed by ``app_id``, recording that it was looked up."""

@@ -21,7 +21,7 @@ from deltatx.kernel.expressions import (
     has_opaque,
 )
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
-from deltatx.kernel.properties import validate_properties
+from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import parse_condition
@@ -107,7 +107,7 @@ def new_table_actions(
         description=description,
         created_time=int(time.time() * 1000),
     )
-    dv_on = config.get(DV_PROPERTY, "false").lower() == "true"
+    dv_on = TableProperties.from_configuration(config).enable_deletion_vectors
     # A table born with a reader-writer feature starts at (3, 7) naming only what it uses,
     # rather than carrying the legacy (1, 2) implied features into the lists.
     base = FEATURES_PROTOCOL if dv_on else DEFAULT_PROTOCOL

@@ -51,7 +51,7 @@ def stage_delete(
     if predicate is None or covers_whole_files(predicate, txn.partition_columns):
         removed = list(candidates)
         deleted_rows, _ = file_metrics(removed)
-    elif txn.deletion_vectors_enabled:
+    elif txn.configuration.deletion_vectors_enabled:
         assert condition is not None
         hit = F.coalesce(condition_column(condition), F.lit(False))
         matched = collect_addresses(read_addressed(spark, txn, candidates).filter(hit))

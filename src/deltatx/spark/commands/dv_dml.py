@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow.parquet as pq
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import loose_stats, num_records
@@ -117,8 +117,3 @@ def record_row_level(
         return
     txn.record_row_level(list(files), {files[i].path: rows for i, rows in deleted.items()})
 
-
-def use_deletion_vectors(spark: SparkSession, txn: OptimisticTransaction) -> bool:
-    """Whether DML on this transaction's table writes deletion vectors."""
-    del spark
-    return txn.deletion_vectors_enabled

@@ -165,7 +165,7 @@ def stage_merge(
         inserts = {i for i, c in enumerate(clauses) if c.kind is ClauseKind.NOT_MATCHED_INSERT}
         deletes = {i for i, c in enumerate(clauses) if c.kind.value.endswith("delete")}
         updates = {i for i, c in enumerate(clauses) if c.kind.value.endswith("update")}
-        use_dvs = txn.deletion_vectors_enabled
+        use_dvs = txn.configuration.deletion_vectors_enabled
         changed: dict[int, list[int]] = {}
         if use_dvs and touched:
             # Deletion vectors: the changed target rows are marked deleted and only the new

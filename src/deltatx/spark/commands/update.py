@@ -54,7 +54,7 @@ def stage_update(
         F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
     )
     candidates = txn.scan(predicate)
-    if txn.deletion_vectors_enabled:
+    if txn.configuration.deletion_vectors_enabled:
         dv_metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
         return _record(txn, predicate, dv_metrics)

@@ -1,0 +1,194 @@
+"""The protocol rules a commit must satisfy, as pure functions of what is known about it.
+
+Every write path ends in :func:`check_commit` (the log's commit loop calls it before the first
+attempt), so no command and no transaction staged through the log API can bypass a rule. Where
+a violation is knowable before any data file is written (an unsupported writer feature, a
+delete on an append-only table), commands call :func:`check_allowed` first, so a refused
+command leaves no orphan files behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import unquote
+
+from deltatx.errors import (
+    AppendOnlyViolationError,
+    InvalidArgumentError,
+    InvalidTableError,
+)
+from deltatx.kernel.actions import Action, AddCDCFile, AddFile, RemoveFile
+from deltatx.kernel.deletion_vectors import check_descriptor, dv_relative_path
+from deltatx.kernel.file_paths import relative_to, resolve, scheme_of
+from deltatx.kernel.log_paths import LOG_DIR
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.table_configuration import TableConfiguration
+
+
+def check_allowed(
+    configuration: TableConfiguration,
+    operation: OperationName,
+    *,
+    writes_data: bool,
+    deletes_rows: bool,
+    table: str = "the table",
+) -> None:
+    """Refuses, before any file is written, a command the table's configuration forbids.
+
+    Args:
+        configuration: The table's configuration (with the transaction's staged changes).
+        operation: The command about to run.
+        writes_data: It will write data files (rows that constraints would have to hold on).
+        deletes_rows: It will remove or delete existing rows.
+        table: Names the table in messages.
+
+    Raises:
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support, or
+            declares constraints deltatx cannot enforce while the command writes rows.
+        AppendOnlyViolationError: The table is append-only and the command deletes rows.
+    """
+    configuration.check_writable()
+    if writes_data:
+        configuration.check_constraints_enforceable()
+    if deletes_rows and configuration.append_only:
+        raise _append_only(operation, table)
+
+
+def check_commit(
+    configuration: TableConfiguration,
+    actions: Sequence[Action],
+    operation: Operation,
+    *,
+    table_root: str | None,
+) -> None:
+    """Checks the protocol rules of one commit; the last gate before it is published.
+
+    Args:
+        configuration: The configuration the commit leaves in force (its own metadata and
+            protocol, else the read snapshot's).
+        actions: The actions to commit (commitInfo aside).
+        operation: What the commit does (named in messages).
+        table_root: The canonical table root; when given, every file path must lie below it.
+
+    Raises:
+        UnsupportedFeatureError: An unsupported writer feature is in use, or rows are added to
+            a table whose constraints deltatx cannot enforce.
+        AppendOnlyViolationError: Rows of an append-only table would be removed or deleted.
+        InvalidArgumentError: A path leaves the table root, a deletion vector descriptor is
+            invalid, or the commit uses deletion vectors that the protocol does not name.
+    """
+    configuration.check_writable()
+    adds = [a for a in actions if isinstance(a, AddFile)]
+    removes = [a for a in actions if isinstance(a, RemoveFile)]
+    if table_root is not None:
+        for a in actions:
+            if isinstance(a, AddFile):
+                check_data_path(a.path, root=table_root)
+                check_deletion_vector(a, root=table_root)
+            elif isinstance(a, AddCDCFile):
+                check_data_path(a.path, root=table_root, what="cdc")
+    _check_features_used(configuration, adds)
+    _check_append_only(configuration, adds, removes, operation)
+    if any(a.data_change for a in adds):
+        configuration.check_constraints_enforceable()
+
+
+def _check_features_used(configuration: TableConfiguration, adds: Sequence[AddFile]) -> None:
+    with_dv = next((a for a in adds if a.deletion_vector is not None), None)
+    if with_dv is not None and "deletionVectors" not in configuration.writer_features:
+        raise InvalidArgumentError(
+            f"add {with_dv.path!r} carries a deletion vector, but the table's protocol does not "
+            "name the 'deletionVectors' writer feature; enable delta.enableDeletionVectors in a "
+            "commit of its own first. Nothing was committed."
+        )
+
+
+def _check_append_only(
+    configuration: TableConfiguration,
+    adds: Sequence[AddFile],
+    removes: Sequence[RemoveFile],
+    operation: Operation,
+) -> None:
+    if not configuration.append_only:
+        return
+    removed = {r.path for r in removes if r.data_change}
+    if removed:
+        marked = next(
+            (a for a in adds if a.deletion_vector is not None and a.path in removed), None
+        )
+        if marked is not None:
+            what = f"marks rows of {marked.path!r} deleted with a deletion vector"
+        else:
+            what = f"removes {sorted(removed)[0]!r} with dataChange=true"
+        raise AppendOnlyViolationError(
+            f"the table is append-only (delta.appendOnly=true) and this "
+            f"{operation.name.value} commit {what}; only appends are allowed. "
+            "Nothing was committed."
+        )
+
+
+def _append_only(operation: OperationName, table: str) -> AppendOnlyViolationError:
+    return AppendOnlyViolationError(
+        f"{table} is append-only (delta.appendOnly=true); {operation.value} would delete or "
+        "replace rows, so it is refused. Nothing was written."
+    )
+
+
+def check_data_path(path: str, *, root: str, what: str = "add") -> None:
+    """Refuses a file path that would point outside the table root.
+
+    A relative path (the normal case) is percent-decoded, as readers decode it, and must stay
+    below the root after normalisation (``../x``, ``%2e%2e%2fx`` and ``sub/../../x`` climb
+    out). An absolute path or ``file:`` URI is accepted when it lies under the root; a URI of
+    another store is refused because the table lives on the local filesystem. A data file
+    never lives in ``_delta_log``. Without this a commit could make VACUUM, a DELETE or a
+    reader act on ``../x`` or ``/etc/passwd``.
+
+    Raises:
+        InvalidArgumentError: The path escapes the root; the message names it.
+    """
+    decoded = unquote(path)
+    bad = f"{what} {path!r}"
+    if not decoded or "\x00" in decoded:
+        raise InvalidArgumentError(f"{bad}: a data file path must be a non-empty file name")
+    scheme = scheme_of(decoded)
+    if scheme is not None and scheme != "file":
+        raise InvalidArgumentError(
+            f"{bad}: only relative paths or file: URIs under the table root {root} are allowed"
+        )
+    try:
+        location = resolve(path, root=root)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"{bad}: {exc}") from None
+    relative = relative_to(location, root=root)
+    if relative is None:
+        if scheme is None and not decoded.startswith("/"):
+            raise InvalidArgumentError(
+                f"{bad}: the path escapes the table root {root} (it resolves to {location!r})"
+            )
+        raise InvalidArgumentError(f"{bad}: the path is outside the table root {root}")
+    if relative.split("/", 1)[0] == LOG_DIR:
+        raise InvalidArgumentError(f"{bad}: a data file cannot live in {LOG_DIR}")
+
+
+def check_deletion_vector(add: AddFile, *, root: str) -> None:
+    """Refuses an invalid deletion vector descriptor on an add being committed.
+
+    Raises:
+        InvalidArgumentError: The descriptor is malformed or its file is outside the root.
+    """
+    dv = add.deletion_vector
+    if dv is None:
+        return
+    where = f"add {add.path!r}"
+    check_descriptor(dv, where, error=InvalidArgumentError)
+    if dv.storage_type == "u":
+        try:
+            relative = dv_relative_path(dv.path_or_inline_dv)
+        except (InvalidTableError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"{where}: deletion vector is not a valid descriptor: {exc}"
+            ) from None
+        check_data_path(relative, root=root, what=f"{where}: deletion vector file")
+    elif dv.storage_type == "p":
+        check_data_path(dv.path_or_inline_dv, root=root, what=f"{where}: deletion vector file")

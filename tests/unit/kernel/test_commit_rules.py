@@ -1,0 +1,163 @@
+"""The commit-time protocol rules, table-driven: each rule refuses its violation, typed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from deltatx.errors import (
+    AppendOnlyViolationError,
+    DeltaError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
+from deltatx.kernel.actions import (
+    Action,
+    AddFile,
+    DeletionVectorDescriptor,
+    Metadata,
+    ProtocolAction,
+    RemoveFile,
+)
+from deltatx.kernel.commit_rules import check_allowed, check_commit, check_data_path
+from deltatx.kernel.deletion_vectors import z85_encode
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.table_configuration import TableConfiguration
+
+ROOT = "/data/t"
+SCHEMA = json.dumps(
+    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+)
+DV_PROTOCOL = ProtocolAction(3, 7, ("deletionVectors",), ("appendOnly", "deletionVectors"))
+LEGACY = ProtocolAction(1, 2)
+
+
+def cfg(protocol: ProtocolAction = DV_PROTOCOL, **conf: str) -> TableConfiguration:
+    return TableConfiguration.of(protocol, Metadata("t", SCHEMA, (), dict(conf)))
+
+
+def dv(**kw: object) -> DeletionVectorDescriptor:
+    fields: dict[str, object] = {
+        "storage_type": "u",
+        "path_or_inline_dv": z85_encode(bytes(16)),
+        "size_in_bytes": 10,
+        "cardinality": 1,
+        "offset": 1,
+    }
+    fields.update(kw)
+    return DeletionVectorDescriptor(**fields)  # type: ignore[arg-type]
+
+
+def add(path: str = "a.parquet", data_change: bool = True, **kw: object) -> AddFile:
+    return AddFile(
+        data_change=data_change, path=path, partition_values={}, size=1, modification_time=1, **kw
+    )  # type: ignore[arg-type]
+
+
+def remove(path: str = "a.parquet", data_change: bool = True) -> RemoveFile:
+    return RemoveFile(path=path, deletion_timestamp=1, data_change=data_change)
+
+
+APPEND_ONLY = cfg(**{"delta.appendOnly": "true"})
+CONSTRAINED = cfg(**{"delta.constraints.pos": "id > 0"})
+UNKNOWN_WRITER = cfg(ProtocolAction(3, 7, (), ("futureWriter",)))
+WRITE = Operation(OperationName.WRITE)
+
+
+@dataclass(frozen=True)
+class Violation:
+    configuration: TableConfiguration
+    actions: Sequence[Action]
+    error: type[DeltaError]
+    match: str
+
+
+VIOLATIONS = {
+    # PROTOCOL.md "Append-only Tables": no remove with dataChange=true.
+    "append-only-remove": Violation(
+        APPEND_ONLY, [remove()], AppendOnlyViolationError, "append-only"
+    ),
+    "append-only-dv-delete": Violation(
+        APPEND_ONLY,
+        [remove(), add(deletion_vector=dv())],
+        AppendOnlyViolationError,
+        "deletion vector",
+    ),
+    "unknown-writer-feature": Violation(
+        UNKNOWN_WRITER, [add()], UnsupportedFeatureError, "futureWriter"
+    ),
+    "dv-without-feature": Violation(
+        cfg(LEGACY), [add(deletion_vector=dv())], InvalidArgumentError, "deletionVectors"
+    ),
+    "dv-bad-storage-type": Violation(
+        cfg(), [add(deletion_vector=dv(storage_type="q"))], InvalidArgumentError, "storageType 'q'"
+    ),
+    "dv-negative-cardinality": Violation(
+        cfg(),
+        [add(deletion_vector=dv(cardinality=-1))],
+        InvalidArgumentError,
+        "cardinality is negative",
+    ),
+    "dv-bad-z85": Violation(
+        cfg(),
+        [add(deletion_vector=dv(path_or_inline_dv="~" * 20))],
+        InvalidArgumentError,
+        "not a valid",
+    ),
+    "dv-file-outside-root": Violation(
+        cfg(),
+        [add(deletion_vector=dv(storage_type="p", path_or_inline_dv="/etc/x.bin"))],
+        InvalidArgumentError,
+        "outside the table root",
+    ),
+    "constraint-on-append": Violation(CONSTRAINED, [add()], UnsupportedFeatureError, "pos"),
+    "path-dotdot": Violation(cfg(), [add("../x")], InvalidArgumentError, "escapes"),
+    "path-encoded-dotdot": Violation(cfg(), [add("%2e%2e%2fx")], InvalidArgumentError, "escapes"),
+    "path-inner-dotdot": Violation(cfg(), [add("sub/../../x")], InvalidArgumentError, "escapes"),
+    "path-into-log": Violation(
+        cfg(), [add("_delta_log/x.json")], InvalidArgumentError, "_delta_log"
+    ),
+    "path-other-store": Violation(cfg(), [add("s3://b/x")], InvalidArgumentError, "file: URIs"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIOLATIONS))
+def test_each_violation_is_refused_with_a_typed_error(name: str) -> None:
+    v = VIOLATIONS[name]
+    with pytest.raises(v.error, match=v.match):
+        check_commit(v.configuration, v.actions, WRITE, table_root=ROOT)
+
+
+@pytest.mark.parametrize(
+    ("configuration", "actions"),
+    [
+        (APPEND_ONLY, [add()]),  # appending to an append-only table
+        (APPEND_ONLY, [remove(data_change=False), add(data_change=False)]),  # compaction
+        (CONSTRAINED, [remove()]),  # deleting rows cannot break a constraint
+        (CONSTRAINED, [add(data_change=False)]),  # rearranging rows neither
+        (cfg(), [add(f"file://{ROOT}/x.parquet"), add(f"{ROOT}/y.parquet")]),  # absolute, inside
+        (cfg(), [add("a%20b/x.parquet", deletion_vector=dv())]),
+    ],
+)
+def test_allowed_commits_pass(configuration: TableConfiguration, actions: list[Action]) -> None:
+    check_commit(configuration, actions, WRITE, table_root=ROOT)
+
+
+def test_upfront_check_refuses_what_is_knowable_before_writing() -> None:
+    with pytest.raises(AppendOnlyViolationError, match="UPDATE"):
+        check_allowed(APPEND_ONLY, OperationName.UPDATE, writes_data=True, deletes_rows=True)
+    with pytest.raises(UnsupportedFeatureError, match="futureWriter"):
+        check_allowed(UNKNOWN_WRITER, OperationName.OPTIMIZE, writes_data=False, deletes_rows=False)
+    with pytest.raises(UnsupportedFeatureError, match="CHECK constraint"):
+        check_allowed(CONSTRAINED, OperationName.WRITE, writes_data=True, deletes_rows=False)
+    check_allowed(APPEND_ONLY, OperationName.WRITE, writes_data=True, deletes_rows=False)
+    check_allowed(CONSTRAINED, OperationName.DELETE, writes_data=False, deletes_rows=True)
+
+
+@pytest.mark.parametrize("path", ["../x", "%2e%2e%2fx", "sub/../../x", ".", ""])
+def test_relative_paths_must_not_climb_out(path: str) -> None:
+    with pytest.raises(InvalidArgumentError):
+        check_data_path(path, root=ROOT)

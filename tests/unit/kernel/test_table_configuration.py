@@ -1,0 +1,114 @@
+"""TableConfiguration: every fact about how a table is configured, derived in one place."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deltatx.errors import InvalidTableError, UnsupportedFeatureError
+from deltatx.kernel.actions import Metadata, ProtocolAction
+from deltatx.kernel.isolation import IsolationLevel
+from deltatx.kernel.table_configuration import (
+    CheckConstraint,
+    ColumnMappingMode,
+    Invariant,
+    TableConfiguration,
+)
+
+LEGACY = ProtocolAction(1, 2)
+DV = ProtocolAction(3, 7, ("deletionVectors",), ("deletionVectors",))
+
+
+def schema(*fields: tuple[str, str, dict[str, object]]) -> str:
+    return json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": t, "nullable": True, "metadata": m} for n, t, m in fields
+            ],
+        }
+    )
+
+
+PLAIN = schema(("id", "long", {}), ("p", "string", {}))
+
+
+def config(
+    protocol: ProtocolAction = LEGACY,
+    conf: dict[str, str] | None = None,
+    schema_string: str = PLAIN,
+) -> TableConfiguration:
+    md = Metadata("t", schema_string, ("p",), dict(conf or {}))
+    return TableConfiguration.of(protocol, md)
+
+
+def test_schema_partitioning_and_properties_are_parsed_once() -> None:
+    c = config(conf={"delta.isolationLevel": "Serializable", "delta.appendOnly": "true"})
+    assert c.schema.field_names() == ["id", "p"]
+    assert c.partition_columns == ("p",)
+    assert c.isolation_level is IsolationLevel.SERIALIZABLE
+    assert c.append_only is True
+    assert c.properties.append_only is True
+
+
+@pytest.mark.parametrize(
+    ("protocol", "enabled", "expected"),
+    [
+        (DV, "true", True),
+        (DV, "false", False),  # feature named, property off
+        (LEGACY, "true", False),  # property on, protocol does not name the feature
+    ],
+)
+def test_deletion_vector_writes_need_property_and_feature(
+    protocol: ProtocolAction, enabled: str, expected: bool
+) -> None:
+    c = config(protocol, {"delta.enableDeletionVectors": enabled})
+    assert c.deletion_vectors_enabled is expected
+
+
+def test_features_in_force_include_legacy_implied_ones() -> None:
+    assert config(LEGACY).writer_features == {"appendOnly", "invariants"}
+    assert config(DV).reader_features == {"deletionVectors"}
+    assert config(DV).writer_features == {"deletionVectors"}
+
+
+def test_column_mapping_and_change_data_feed() -> None:
+    assert config().column_mapping_mode is ColumnMappingMode.NONE
+    c = config(conf={"delta.columnMapping.mode": "Name", "delta.enableChangeDataFeed": "true"})
+    assert c.column_mapping_mode is ColumnMappingMode.NAME
+    assert c.change_data_feed is True
+
+
+def test_invariants_are_found_in_nested_field_metadata() -> None:
+    inv = json.dumps({"expression": {"expression": "x > 0"}})
+    nested = {
+        "type": "struct",
+        "fields": [
+            {"name": "x", "type": "long", "nullable": True, "metadata": {"delta.invariants": inv}}
+        ],
+    }
+    c = config(schema_string=schema(("id", "long", {}), ("p", "string", {}), ("s", nested, {})))  # type: ignore[arg-type]
+    assert c.invariants == (Invariant("s.x", "x > 0"),)
+    assert c.has_constraints
+
+
+def test_check_constraints_come_from_properties() -> None:
+    c = config(conf={"delta.constraints.positive": "id > 0"})
+    assert c.check_constraints == (CheckConstraint("positive", "id > 0"),)
+    with pytest.raises(UnsupportedFeatureError, match="positive") as info:
+        c.check_constraints_enforceable()
+    assert info.value.feature == "checkConstraints"
+    config().check_constraints_enforceable()  # no constraint: nothing to refuse
+
+
+def test_unknown_writer_feature_makes_the_table_unwritable() -> None:
+    c = config(ProtocolAction(3, 7, (), ("futureWriter",)))
+    with pytest.raises(UnsupportedFeatureError, match="futureWriter"):
+        c.check_writable()
+    config(DV).check_writable()
+
+
+def test_unparsable_schema_is_refused() -> None:
+    with pytest.raises(InvalidTableError):
+        config(schema_string="{not json")
