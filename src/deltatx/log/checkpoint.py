@@ -22,6 +22,7 @@ from deltatx.kernel.actions import DomainMetadata, Metadata, ProtocolAction, Set
 from deltatx.kernel.codec import action_from_json_obj, action_to_json_obj
 from deltatx.kernel.log_paths import LAST_CHECKPOINT, checkpoint_name
 from deltatx.kernel.log_segment import CheckpointHint, parse_checkpoint_hint
+from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.log import _state
 from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import LogStore
@@ -240,7 +241,12 @@ def write_checkpoint(
 
     Returns:
         The hint that was written to ``_last_checkpoint``.
+
+    Raises:
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support (a
+            checkpoint written without it would drop what the feature means); nothing is written.
     """
+    TableConfiguration.of(protocol, metadata).check_writable()
     table = checkpoint_table(
         files=files,
         tombstones=tombstones,

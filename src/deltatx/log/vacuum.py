@@ -85,9 +85,12 @@ def vacuum(
     Raises:
         InvalidArgumentError: The retention is negative, or shorter than the table's without
             ``enforce_retention=False``.
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support;
+            nothing is deleted.
     """
     started = time.monotonic()
     snapshot = log.snapshot()
+    snapshot.table_configuration.check_writable()
     table_retention = snapshot.properties.deleted_file_retention_ms
     retention_ms = table_retention if retention_hours is None else int(retention_hours * _HOUR_MS)
     if retention_ms < 0:

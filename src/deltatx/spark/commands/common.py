@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
 from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
+from deltatx.kernel.commit_rules import check_allowed as check_allowed_by_configuration
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import (
     Expression,
@@ -21,6 +22,7 @@ from deltatx.kernel.expressions import (
     has_opaque,
 )
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
+from deltatx.kernel.operations import OperationName
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
 from deltatx.log.transaction import OptimisticTransaction
@@ -112,6 +114,33 @@ def new_table_actions(
     # rather than carrying the legacy (1, 2) implied features into the lists.
     base = FEATURES_PROTOCOL if dv_on else DEFAULT_PROTOCOL
     return metadata, protocol_for_configuration(config, base)
+
+
+def check_allowed(
+    txn: OptimisticTransaction,
+    operation: OperationName,
+    *,
+    writes_data: bool,
+    deletes_rows: bool,
+) -> None:
+    """Refuses a command the table's configuration forbids, before any data file is written.
+
+    The same rules run again at commit (the last gate); checking here first means a refused
+    command leaves no orphan files under the table root.
+
+    Raises:
+        UnsupportedFeatureError: An unsupported writer feature, or unenforceable constraints.
+        AppendOnlyViolationError: The table is append-only and the command deletes rows.
+    """
+    if not txn.has_metadata:
+        return
+    check_allowed_by_configuration(
+        txn.configuration,
+        operation,
+        writes_data=writes_data,
+        deletes_rows=deletes_rows,
+        table=f"table {txn.log.table_path}",
+    )
 
 
 def condition_to_predicate(

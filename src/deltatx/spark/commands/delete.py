@@ -7,13 +7,13 @@ import time
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import DeleteMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
+    check_allowed,
     condition_column,
     condition_to_predicate,
     covers_whole_files,
@@ -33,13 +33,16 @@ def stage_delete(
 
     Raises:
         InvalidConditionError: The condition does not parse or names a missing column.
-        InvalidArgumentError: The table is append-only.
+        AppendOnlyViolationError: The table is append-only.
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
     """
     started = time.monotonic()
-    if txn.properties.append_only:
-        raise InvalidArgumentError(
-            f"table {txn.log.table_path} is append-only (delta.appendOnly=true); DELETE refused"
-        )
+    check_allowed(
+        txn,
+        OperationName.DELETE,
+        writes_data=not txn.configuration.deletion_vectors_enabled,
+        deletes_rows=True,
+    )
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
         validate_condition(spark, txn, condition)

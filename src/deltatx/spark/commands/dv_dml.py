@@ -116,4 +116,3 @@ def record_row_level(
         txn.record_row_level_fallback(reason)
         return
     txn.record_row_level(list(files), {files[i].path: rows for i, rows in deleted.items()})
-

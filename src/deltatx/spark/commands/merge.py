@@ -27,7 +27,12 @@ from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.spark.commands.common import condition_column, to_delta_schema, to_spark_schema
+from deltatx.spark.commands.common import (
+    check_allowed,
+    condition_column,
+    to_delta_schema,
+    to_spark_schema,
+)
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.deletion_vectors import collect_addresses
@@ -91,13 +96,12 @@ def stage_merge(
     started = time.monotonic()
     if not clauses:
         raise InvalidArgumentError("a merge needs at least one when_... clause")
-    if txn.properties.append_only and any(
-        c.kind is not ClauseKind.NOT_MATCHED_INSERT for c in clauses
-    ):
-        raise InvalidArgumentError(
-            f"table {txn.log.table_path} is append-only (delta.appendOnly=true); only "
-            f"when_not_matched_insert clauses are allowed"
-        )
+    check_allowed(
+        txn,
+        OperationName.MERGE,
+        writes_data=True,
+        deletes_rows=any(c.kind is not ClauseKind.NOT_MATCHED_INSERT for c in clauses),
+    )
     _evolve_schema(txn, source, clauses, merge_schema)
     schema = txn.schema
     t_alias = target_alias or "target"

@@ -22,7 +22,7 @@ from deltatx.kernel.expressions import Expression, columns_of, to_sql
 from deltatx.kernel.metrics import OptimizeMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.spark.commands.common import condition_to_predicate, file_metrics
+from deltatx.spark.commands.common import check_allowed, condition_to_predicate, file_metrics
 from deltatx.spark.commands.compaction_write import write_bins
 from deltatx.spark.commands.rewrite import read_addressed
 from deltatx.spark.schema import quote_column
@@ -90,6 +90,7 @@ def stage_compaction(
     each rewritten on its own.
     """
     started = time.monotonic()
+    check_allowed(txn, operation, writes_data=False, deletes_rows=False)
     predicate = partition_filter(txn, condition)
     candidates = txn.scan(predicate)
     target = target_size or txn.properties.target_file_size
@@ -181,6 +182,7 @@ def stage_z_order(
         InvalidArgumentError: No column, an unknown column, or a partition column.
     """
     started = time.monotonic()
+    check_allowed(txn, OperationName.OPTIMIZE, writes_data=False, deletes_rows=False)
     if not columns:
         raise InvalidArgumentError("execute_z_order_by needs at least one column")
     parts = {c.lower() for c in txn.partition_columns}

@@ -14,6 +14,7 @@ from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
+    check_allowed,
     condition_column,
     condition_to_predicate,
     validate_assignments,
@@ -44,8 +45,11 @@ def stage_update(
     Raises:
         InvalidArgumentError: A set column does not exist.
         InvalidConditionError: The condition or an expression does not resolve.
+        AppendOnlyViolationError: The table is append-only.
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
     """
     started = time.monotonic()
+    check_allowed(txn, OperationName.UPDATE, writes_data=True, deletes_rows=True)
     assignments = validate_assignments(spark, txn, set)
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:

@@ -21,6 +21,7 @@ from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import validate_properties
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
+    check_allowed,
     condition_column,
     condition_to_predicate,
     covers_whole_files,
@@ -117,6 +118,12 @@ def stage_write(
             )
             txn.update_metadata(new_md)
             txn.update_protocol(protocol_for_configuration(config, txn.protocol))
+    check_allowed(
+        txn,
+        OperationName.WRITE,
+        writes_data=True,
+        deletes_rows=exists and save_mode is SaveMode.OVERWRITE,
+    )
     # write_files conforms the data to the table schema (order, names, casts); the schema
     # check above has already refused missing or incompatible columns.
 
