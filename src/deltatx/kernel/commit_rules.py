@@ -89,7 +89,9 @@ def check_commit(
                 check_data_path(a.path, root=table_root, what="cdc")
     _check_features_used(configuration, adds)
     _check_append_only(configuration, adds, removes, operation)
-    if any(a.data_change for a in adds):
+    # Re-adding a file under a new deletion vector adds no row; only new files must hold.
+    replaced = {r.path for r in removes}
+    if any(a.data_change and a.path not in replaced for a in adds):
         configuration.check_constraints_enforceable()
 
 

@@ -138,6 +138,7 @@ def test_each_violation_is_refused_with_a_typed_error(name: str) -> None:
         (APPEND_ONLY, [remove(data_change=False), add(data_change=False)]),  # compaction
         (CONSTRAINED, [remove()]),  # deleting rows cannot break a constraint
         (CONSTRAINED, [add(data_change=False)]),  # rearranging rows neither
+        (CONSTRAINED, [remove(), add(deletion_vector=dv())]),  # a DV delete adds no row
         (cfg(), [add(f"file://{ROOT}/x.parquet"), add(f"{ROOT}/y.parquet")]),  # absolute, inside
         (cfg(), [add("a%20b/x.parquet", deletion_vector=dv())]),
     ],
