@@ -189,12 +189,13 @@ def test_dml_on_dml_winner_keeps_both_changes_in_one_vector(
     assert 1 not in values(dt) and 2 not in values(dt)
 
 
-def test_fallback_to_file_level_says_why(spark: SparkSession, table_dir: Path) -> None:
+@pytest.mark.parametrize("call", ["rand() < 2", "uniform(0, 1) < 2", "uniform(0, 10, 42) < 20"])
+def test_fallback_to_file_level_says_why(spark: SparkSession, table_dir: Path, call: str) -> None:
     """Seed limitations: "Condiciones que usan expresiones y subconsultas no deterministas"
     fall back to file-level detection; the hint says so."""
     dt = make_table(spark, table_dir, "WriteSerializable")
     with pytest.raises(ConcurrentModificationException) as info:
-        race(dt, lambda t: t.delete("id < 5 AND rand() < 2"), dml(spark, "delete", 50, 55))
+        race(dt, lambda t: t.delete(f"id < 5 AND {call}"), dml(spark, "delete", 50, 55))
     assert "non-deterministic" in info.value.hint
 
 

@@ -194,3 +194,46 @@ def test_module_does_not_import_pyspark_at_import_time() -> None:
     names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if n.startswith("pyspark")]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "uniform(0, 1) < 2",
+        "uniform(0, 10, 42) < 20",  # seeded, still one of Spark's Nondeterministic expressions
+        "randstr(5) = 'a'",
+        "rand() < 2",
+        "random() < 2",
+        "randn(3) > 0",
+        "uuid() = 'x'",
+        "shuffle(array(1, 2))[0] = 1",
+        "reflect('java.util.UUID', 'randomUUID') = 'x'",
+        "java_method('java.util.UUID', 'randomUUID') = 'x'",
+        "monotonically_increasing_id() > 3",
+        "spark_partition_id() = 0",
+        "input_file_name() = 'x'",
+        "id = 1 AND UNIFORM(0, 1) < 2",
+    ],
+)
+def test_non_deterministic_conditions_get_no_row_level_concurrency(sql: str) -> None:
+    """Seed 000: non-deterministic conditions fall back to file-level conflict detection."""
+    from deltatx.kernel.row_level import row_level_limitation
+    from deltatx.spark.expressions import is_deterministic
+
+    assert not is_deterministic(sql)
+    predicate = parse_condition(sql, schema=SCHEMA)
+    assert row_level_limitation(predicate, SCHEMA, condition_text=sql) == (
+        "the condition is non-deterministic"
+    )
+
+
+@pytest.mark.parametrize("sql", ["id = 1", "id < 5 AND date = 'a'", "ts < current_timestamp()"])
+def test_deterministic_conditions_keep_row_level_concurrency(sql: str) -> None:
+    from deltatx.kernel.row_level import row_level_limitation
+    from deltatx.spark.expressions import is_deterministic
+
+    assert is_deterministic(sql)
+    assert (
+        row_level_limitation(parse_condition(sql, schema=SCHEMA), SCHEMA, condition_text=sql)
+        is None
+    )

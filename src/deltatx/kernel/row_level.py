@@ -26,10 +26,6 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.schema import PrimitiveType, StructType
 
 _SUBQUERY = re.compile(r"\bselect\b|\bexists\s*\(", re.IGNORECASE)
-_NONDETERMINISTIC = re.compile(
-    r"\b(rand|randn|random|uuid|shuffle|current_timestamp|now|monotonically_increasing_id)\s*\(",
-    re.IGNORECASE,
-)
 
 FALLBACK_HINT = (
     "Row-level concurrency did not apply ({reason}), so conflicts were detected per file "
@@ -46,15 +42,13 @@ def row_level_limitation(
         predicate: The condition as parsed into the IR (None: every row).
         schema: The table schema.
         condition_text: The condition as written, when it was a string (finds subqueries
-            and non-deterministic calls the IR may hide in an Opaque part).
+            the IR may hide in an Opaque part). Whether a call is deterministic is decided
+            once, when the condition is parsed, and carried by ``Opaque.deterministic``.
     """
     if "delta.identity." in schema.to_json():
         return "the table has identity columns"
-    if condition_text is not None:
-        if _SUBQUERY.search(condition_text):
-            return "the condition contains a subquery"
-        if _NONDETERMINISTIC.search(condition_text):
-            return "the condition is non-deterministic"
+    if condition_text is not None and _SUBQUERY.search(condition_text):
+        return "the condition contains a subquery"
     if predicate is None:
         return None
     return _limitation(predicate, schema)
@@ -69,8 +63,6 @@ def _limitation(expr: Expression, schema: StructType) -> str | None:
                 return "the condition uses a complex type (struct, array or map)"
             if _SUBQUERY.search(expr.sql):
                 return "the condition contains a subquery"
-            if _NONDETERMINISTIC.search(expr.sql):
-                return "the condition is non-deterministic"
             return None
         case Column():
             f = schema.get(expr.name)

@@ -47,19 +47,27 @@ _COMPARISONS: dict[type[exp.Expression], ComparisonOp] = {
     exp.GTE: ComparisonOp.GE,
     exp.NullSafeEQ: ComparisonOp.NULL_SAFE_EQ,
 }
-# Functions whose value differs between evaluations; seed 000 lists conditions that use them
-# among the limitations of row-level concurrency.
-_NON_DETERMINISTIC = frozenset(
+# The one list of non-deterministic functions: Spark's ``Nondeterministic`` expressions (a
+# value that differs between evaluations of the same row, with or without a seed argument).
+# Seed 000 lists conditions that use them among the limitations of row-level concurrency.
+# ``current_timestamp()``/``now()`` are not in it: Spark folds them to one constant per query.
+NON_DETERMINISTIC_FUNCTIONS = frozenset(
     {
         "rand",
         "randn",
         "random",
+        "uniform",
+        "randstr",
         "uuid",
         "shuffle",
+        "reflect",
+        "java_method",
+        "try_reflect",
         "monotonically_increasing_id",
         "spark_partition_id",
         "input_file_name",
-        "random_string",
+        "input_file_block_start",
+        "input_file_block_length",
     }
 )
 _COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.DOTALL)
@@ -185,13 +193,26 @@ def _columns(node: exp.Expression) -> Iterator[exp.Column]:
         stack.extend(n.iter_expressions())
 
 
+def is_deterministic(condition: str) -> bool:
+    """Whether a SQL condition evaluates the same on every evaluation of a row.
+
+    A condition that does not parse counts as non-deterministic (nothing proves otherwise).
+    """
+    try:
+        tree = sqlglot.parse_one(condition, read="spark")
+    except (ParseError, TokenError):
+        return False
+    return not _has_non_deterministic(cast(exp.Expression, tree))
+
+
 def _has_non_deterministic(node: exp.Expression) -> bool:
+    """Whether ``node`` calls a non-deterministic function or holds a subquery."""
     for n in node.walk():
-        if isinstance(n, exp.Rand | exp.Randn | exp.Query):
+        if isinstance(n, exp.Query):
             return True
         if isinstance(n, exp.Func):
             name = n.name if isinstance(n, exp.Anonymous) else n.sql_name()
-            if name.lower() in _NON_DETERMINISTIC:
+            if name.lower() in NON_DETERMINISTIC_FUNCTIONS:
                 return True
     return False
 

@@ -21,6 +21,7 @@ from deltatx.kernel.expressions import Expression
 from deltatx.kernel.row_level import row_level_limitation
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.expressions import is_deterministic
 from deltatx.spark.write import TableLocation, decode_uri_path
 
 
@@ -110,6 +111,9 @@ def record_row_level(
     """Records the statement's reads at row level, or why they fall back to file level."""
     text = condition if isinstance(condition, str) else None
     reason = row_level_limitation(predicate, txn.schema, condition_text=text)
+    if reason is None and text is not None and not is_deterministic(text):
+        # A MERGE records only its target conjuncts; the whole condition must be deterministic.
+        reason = "the condition is non-deterministic"
     if reason is None and condition is not None and not isinstance(condition, str):
         reason = "the condition is a Column object whose determinism cannot be checked"
     if reason is not None:
