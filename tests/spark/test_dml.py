@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 import deltatx
 from deltatx import DeltaTable
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
+from deltatx.kernel.actions import AddFile
 
 SCHEMA = "id BIGINT, date STRING, country STRING, v DOUBLE"
 
@@ -380,3 +381,43 @@ def test_statements_in_one_transaction_commit_together(
     assert rows(dt.to_df()) == rows(
         expected.unionByName(spark.createDataFrame([(999, "2024-01-01", "US", 0.0)], SCHEMA))
     )
+
+
+def test_merge_reports_the_deletion_vectors_its_commit_adds(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    """Bug fixed: MERGE reported numDeletionVectorsAdded = 0 while its commit added vectors."""
+    dt = make_table(spark, table_dir, partitioned=False, dv=True)
+    source = spark.createDataFrame([(1, 99.0), (2, 98.0)], "id BIGINT, v DOUBLE")
+    metrics = (
+        dt.alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .when_matched_update({"v": "s.v"})
+        .execute()
+    )
+    log = dt.log
+    added = [
+        a
+        for a in log.read_commit(log.latest_version())
+        if isinstance(a, AddFile) and a.deletion_vector is not None
+    ]
+    assert added, "the merge should have marked the old rows with deletion vectors"
+    assert metrics.num_deletion_vectors_added == len(added)
+    hist = dt.history(1).collect()[0]
+    assert int(hist["operationMetrics"]["numDeletionVectorsAdded"]) == len(added)
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_replace_where_reports_the_rows_it_replaced(
+    spark: SparkSession, table_dir: Path, partitioned: bool
+) -> None:
+    """Bug fixed: an overwrite with replace_where reported numDeletedRows = 0."""
+    dt = make_table(spark, table_dir, partitioned=partitioned, dv=False)
+    condition = "date = '2024-01-01'"
+    replaced = dt.to_df().filter(condition).count()
+    assert replaced > 0
+    new = dt.to_df().filter(condition).limit(3)
+    deltatx.write(new, str(table_dir), mode="overwrite", replace_where=condition)
+    hist = dt.history(1).collect()[0]
+    assert int(hist["operationMetrics"]["numDeletedRows"]) == replaced
+    assert int(hist["operationMetrics"]["numOutputRows"]) == 3

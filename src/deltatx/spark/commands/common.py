@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType as SparkDataType
@@ -20,15 +20,18 @@ from deltatx.kernel.expressions import (
     Expression,
     columns_of,
     has_opaque,
+    to_sql,
 )
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
-from deltatx.kernel.operations import OperationName
+from deltatx.kernel.metrics import CommandMetrics
+from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import parse_condition
 from deltatx.spark.scan import files_to_dataframe
 
+M = TypeVar("M", bound=CommandMetrics)
 DV_PROPERTY = "delta.enableDeletionVectors"
 FEATURES_PROTOCOL = ProtocolAction(
     min_reader_version=3, min_writer_version=7, reader_features=(), writer_features=()
@@ -141,6 +144,19 @@ def check_allowed(
         deletes_rows=deletes_rows,
         table=f"table {txn.log.table_path}",
     )
+
+
+def record(
+    txn: OptimisticTransaction, name: OperationName, metrics: M, parameters: Mapping[str, Any]
+) -> M:
+    """Adds a statement's operation and metrics to the transaction's commitInfo; returns them."""
+    txn.record_operation(Operation(name, parameters), metrics.to_operation_metrics())
+    return metrics
+
+
+def predicate_parameters(predicate: Expression | None) -> dict[str, Any]:
+    """The ``predicate`` operation parameter: the condition's SQL, or ``[]`` for every row."""
+    return {"predicate": [to_sql(predicate)] if predicate is not None else []}
 
 
 def condition_to_predicate(

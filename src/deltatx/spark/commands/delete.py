@@ -7,10 +7,8 @@ import time
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from deltatx.kernel.actions import AddFile
-from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import DeleteMetrics
-from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
     check_allowed,
@@ -18,12 +16,13 @@ from deltatx.spark.commands.common import (
     condition_to_predicate,
     covers_whole_files,
     file_metrics,
+    predicate_parameters,
+    record,
     validate_condition,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
-from deltatx.spark.commands.rewrite import match_counts, read_addressed, without_address
+from deltatx.spark.commands.rewrite import read_addressed, replaced_vectors, stage_copy_on_write
 from deltatx.spark.deletion_vectors import collect_addresses
-from deltatx.spark.write import write_files
 
 
 def stage_delete(
@@ -37,26 +36,29 @@ def stage_delete(
         UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
     """
     started = time.monotonic()
-    check_allowed(
-        txn,
-        OperationName.DELETE,
-        writes_data=not txn.configuration.deletion_vectors_enabled,
-        deletes_rows=True,
-    )
+    use_dvs = txn.configuration.deletion_vectors_enabled
+    check_allowed(txn, OperationName.DELETE, writes_data=not use_dvs, deletes_rows=True)
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
         validate_condition(spark, txn, condition)
     candidates = txn.scan(predicate)
-    removed: list[AddFile] = []
-    added: list[AddFile] = []
-    deleted_rows = 0
-    copied_rows = 0
+    parameters = predicate_parameters(predicate)
+
+    def elapsed() -> int:
+        return int((time.monotonic() - started) * 1000)
+
     if predicate is None or covers_whole_files(predicate, txn.partition_columns):
-        removed = list(candidates)
-        deleted_rows, _ = file_metrics(removed)
-    elif txn.configuration.deletion_vectors_enabled:
-        assert condition is not None
-        hit = F.coalesce(condition_column(condition), F.lit(False))
+        txn.remove_files(candidates)
+        deleted_rows, _ = file_metrics(candidates)
+        metrics = DeleteMetrics(
+            num_removed_files=len(candidates),
+            num_deleted_rows=deleted_rows,
+            execution_time_ms=elapsed(),
+        )
+        return record(txn, OperationName.DELETE, metrics, parameters)
+    assert condition is not None
+    hit = F.coalesce(condition_column(condition), F.lit(False))
+    if use_dvs:
         matched = collect_addresses(read_addressed(spark, txn, candidates).filter(hit))
         changes = mark_deleted(txn, candidates, matched)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
@@ -64,47 +66,18 @@ def stage_delete(
             num_removed_files=changes.removed_files,
             num_deleted_rows=changes.rows,
             num_deletion_vectors_added=changes.dvs_added,
-            num_deletion_vectors_removed=sum(
-                1 for i in matched if candidates[i].deletion_vector is not None
-            ),
-            execution_time_ms=int((time.monotonic() - started) * 1000),
+            num_deletion_vectors_removed=replaced_vectors(candidates, matched),
+            execution_time_ms=elapsed(),
         )
-        return _record(txn, predicate, metrics)
-    else:
-        assert condition is not None
-        cond = condition_column(condition)
-        matches = match_counts(spark, txn, candidates, cond)
-        removed = [m.file for m in matches]
-        partial = [m for m in matches if not m.all_match]
-        deleted_rows = sum(m.matched for m in matches)
-        copied_rows = sum(m.total - m.matched for m in partial)
-        if partial:
-            keep = without_address(
-                read_addressed(spark, txn, [m.file for m in partial]).filter(
-                    ~F.coalesce(cond, F.lit(False))
-                )
-            )
-            added = write_files(
-                keep,
-                table_path=txn.log.table_path,
-                partition_columns=txn.partition_columns,
-                schema=txn.schema,
-            )
-    txn.remove_files(removed)
-    txn.add_files(added)
-    metrics = DeleteMetrics(
-        num_added_files=len(added),
-        num_removed_files=len(removed),
-        num_deleted_rows=deleted_rows,
-        num_copied_rows=copied_rows,
-        execution_time_ms=int((time.monotonic() - started) * 1000),
+        return record(txn, OperationName.DELETE, metrics, parameters)
+    rewritten = stage_copy_on_write(
+        spark, txn, candidates, hit, rewrite=lambda rows: rows.filter(~hit), drop_fully_matched=True
     )
-    return _record(txn, predicate, metrics)
-
-
-def _record(
-    txn: OptimisticTransaction, predicate: Expression | None, metrics: DeleteMetrics
-) -> DeleteMetrics:
-    params = {"predicate": [to_sql(predicate)] if predicate is not None else []}
-    txn.record_operation(Operation(OperationName.DELETE, params), metrics.to_operation_metrics())
-    return metrics
+    metrics = DeleteMetrics(
+        num_added_files=len(rewritten.added),
+        num_removed_files=len(rewritten.removed),
+        num_deleted_rows=rewritten.matched_rows,
+        num_copied_rows=rewritten.copied_rows,
+        execution_time_ms=elapsed(),
+    )
+    return record(txn, OperationName.DELETE, metrics, parameters)

@@ -24,17 +24,23 @@ from pyspark.sql import functions as F
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
 from deltatx.kernel.expressions import TRUE, to_sql
 from deltatx.kernel.metrics import MergeMetrics
-from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
+    record,
     to_delta_schema,
     to_spark_schema,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
-from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.commands.rewrite import (
+    FILE_INDEX_COLUMN,
+    ROW_INDEX_COLUMN,
+    read_addressed,
+    replaced_vectors,
+)
 from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.expressions import merge_target_predicate
 from deltatx.spark.schema import quote_column
@@ -196,11 +202,13 @@ def stage_merge(
             )
     finally:
         classified.unpersist()
+    dvs_added = dvs_removed = 0
     if use_dvs:
         dv_changes = mark_deleted(txn, candidates, changed)
         record_row_level(txn, candidates, changed, predicate=predicate, condition=condition)
         removed = [candidates[i] for i in sorted(touched)][: dv_changes.removed_files]
         copied_in_touched = 0
+        dvs_added, dvs_removed = dv_changes.dvs_added, replaced_vectors(candidates, changed)
     else:
         removed = [candidates[i] for i in sorted(touched)]
         txn.remove_files(removed)
@@ -217,6 +225,8 @@ def stage_merge(
         num_target_files_added=len(added),
         num_target_files_removed=len(removed),
         num_output_rows=sum(per_action.get(i, 0) for i in inserts | updates) + copied_in_touched,
+        num_deletion_vectors_added=dvs_added,
+        num_deletion_vectors_removed=dvs_removed,
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
     params = {
@@ -228,8 +238,7 @@ def stage_merge(
             _describe(c) for c in clauses if c.kind.group == "by_source"
         ],
     }
-    txn.record_operation(Operation(OperationName.MERGE, params), metrics.to_operation_metrics())
-    return metrics
+    return record(txn, OperationName.MERGE, metrics, params)
 
 
 def _copied_rows(counts: list[Row], touched: set[int]) -> int:

@@ -20,9 +20,14 @@ from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.expressions import Expression, columns_of, to_sql
 from deltatx.kernel.metrics import OptimizeMetrics
-from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.spark.commands.common import check_allowed, condition_to_predicate, file_metrics
+from deltatx.spark.commands.common import (
+    check_allowed,
+    condition_to_predicate,
+    file_metrics,
+    record,
+)
 from deltatx.spark.commands.compaction_write import write_bins
 from deltatx.spark.commands.rewrite import read_addressed
 from deltatx.spark.schema import quote_column
@@ -118,8 +123,7 @@ def stage_compaction(
         "predicate": [to_sql(predicate)] if predicate is not None else [],
         "zOrderBy": [],
     }
-    txn.record_operation(Operation(operation, params), metrics.to_operation_metrics())
-    return metrics
+    return record(txn, operation, metrics, params)
 
 
 def _order_key(df: DataFrame, name: str) -> Column:
@@ -241,5 +245,4 @@ def stage_z_order(
         "predicate": [to_sql(predicate)] if predicate is not None else [],
         "zOrderBy": list(resolved),
     }
-    txn.record_operation(Operation(OperationName.OPTIMIZE, params), metrics.to_operation_metrics())
-    return metrics
+    return record(txn, OperationName.OPTIMIZE, metrics, params)

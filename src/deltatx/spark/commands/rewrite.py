@@ -8,7 +8,7 @@ rewritten.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -17,8 +17,18 @@ from pyspark.sql import functions as F
 from deltatx.kernel.actions import AddFile
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.scan import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, files_to_dataframe
+from deltatx.spark.write import write_files
 
-__all__ = ["FILE_INDEX_COLUMN", "ROW_INDEX_COLUMN", "FileMatches", "match_counts", "read_addressed"]
+__all__ = [
+    "FILE_INDEX_COLUMN",
+    "ROW_INDEX_COLUMN",
+    "FileMatches",
+    "Rewritten",
+    "match_counts",
+    "read_addressed",
+    "replaced_vectors",
+    "stage_copy_on_write",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +95,67 @@ def match_counts(
 def without_address(df: DataFrame) -> DataFrame:
     """Drops the address columns added by :func:`read_addressed`."""
     return df.drop(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What a copy-on-write statement staged.
+
+    Attributes:
+        added: The files written.
+        removed: The files dropped (every file holding a matched row).
+        matched_rows: Rows the condition matched.
+        copied_rows: Unmatched rows rewritten unchanged because they shared a file with a match.
+    """
+
+    added: list[AddFile]
+    removed: list[AddFile]
+    matched_rows: int
+    copied_rows: int
+
+
+def stage_copy_on_write(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    candidates: Sequence[AddFile],
+    matches: Column,
+    *,
+    rewrite: Callable[[DataFrame], DataFrame],
+    drop_fully_matched: bool,
+) -> Rewritten:
+    """Rewrites the files holding matched rows (DELETE and UPDATE without deletion vectors).
+
+    Args:
+        spark: The session that does the work.
+        txn: The transaction to stage into.
+        candidates: The files the statement may touch (already pruned).
+        matches: Which rows the statement changes (null counts as no).
+        rewrite: Turns a touched file's rows into the rows to write back.
+        drop_fully_matched: A file whose rows all match is dropped without being read again
+            (DELETE); otherwise it is rewritten too (UPDATE).
+    """
+    counted = match_counts(spark, txn, candidates, matches)
+    rewritten = [m for m in counted if not (drop_fully_matched and m.all_match)]
+    added: list[AddFile] = []
+    if rewritten:
+        rows = without_address(read_addressed(spark, txn, [m.file for m in rewritten]))
+        added = write_files(
+            rewrite(rows),
+            table_path=txn.log.table_path,
+            partition_columns=txn.partition_columns,
+            schema=txn.schema,
+        )
+    removed = [m.file for m in counted]
+    txn.remove_files(removed)
+    txn.add_files(added)
+    return Rewritten(
+        added=added,
+        removed=removed,
+        matched_rows=sum(m.matched for m in counted),
+        copied_rows=sum(m.total - m.matched for m in rewritten),
+    )
+
+
+def replaced_vectors(candidates: Sequence[AddFile], touched: Collection[int]) -> int:
+    """How many existing deletion vectors the touched candidate files had (now replaced)."""
+    return sum(1 for i in touched if candidates[i].deletion_vector is not None)

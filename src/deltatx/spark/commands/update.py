@@ -9,19 +9,25 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import UpdateMetrics
-from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
     condition_to_predicate,
+    predicate_parameters,
+    record,
     validate_assignments,
     validate_condition,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
-from deltatx.spark.commands.rewrite import match_counts, read_addressed, without_address
+from deltatx.spark.commands.rewrite import (
+    read_addressed,
+    replaced_vectors,
+    stage_copy_on_write,
+    without_address,
+)
 from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.schema import quote_column
 from deltatx.spark.write import write_files
@@ -59,40 +65,25 @@ def stage_update(
     )
     candidates = txn.scan(predicate)
     if txn.configuration.deletion_vectors_enabled:
-        dv_metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
+        metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
-        return _record(txn, predicate, dv_metrics)
-    matches = match_counts(spark, txn, candidates, cond)
-    touched = [m.file for m in matches]
-    added = []
-    if touched:
-        rows = without_address(read_addressed(spark, txn, touched))
-        updated = rows.select(
-            *[
-                F.when(cond, assignments[f.name])
-                .otherwise(F.col(quote_column(f.name)))
-                .alias(f.name)
-                if f.name in assignments
-                else F.col(quote_column(f.name))
-                for f in txn.schema.fields
-            ]
+    else:
+        rewritten = stage_copy_on_write(
+            spark,
+            txn,
+            candidates,
+            cond,
+            rewrite=lambda rows: rows.select(*_updated_columns(txn, cond, assignments)),
+            drop_fully_matched=False,
         )
-        added = write_files(
-            updated,
-            table_path=txn.log.table_path,
-            partition_columns=txn.partition_columns,
-            schema=txn.schema,
+        metrics = UpdateMetrics(
+            num_added_files=len(rewritten.added),
+            num_removed_files=len(rewritten.removed),
+            num_updated_rows=rewritten.matched_rows,
+            num_copied_rows=rewritten.copied_rows,
+            execution_time_ms=int((time.monotonic() - started) * 1000),
         )
-    txn.remove_files(touched)
-    txn.add_files(added)
-    metrics = UpdateMetrics(
-        num_added_files=len(added),
-        num_removed_files=len(touched),
-        num_updated_rows=sum(m.matched for m in matches),
-        num_copied_rows=sum(m.total - m.matched for m in matches),
-        execution_time_ms=int((time.monotonic() - started) * 1000),
-    )
-    return _record(txn, predicate, metrics)
+    return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
 
 
 def _updated_columns(
@@ -135,14 +126,8 @@ def _stage_dv_update(
         num_removed_files=changes.removed_files,
         num_updated_rows=changes.rows,
         num_copied_rows=0,
+        num_deletion_vectors_added=changes.dvs_added,
+        num_deletion_vectors_removed=replaced_vectors(candidates, matched),
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
     return metrics, matched
-
-
-def _record(
-    txn: OptimisticTransaction, predicate: Expression | None, metrics: UpdateMetrics
-) -> UpdateMetrics:
-    params = {"predicate": [to_sql(predicate)] if predicate is not None else []}
-    txn.record_operation(Operation(OperationName.UPDATE, params), metrics.to_operation_metrics())
-    return metrics

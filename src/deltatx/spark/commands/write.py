@@ -127,7 +127,7 @@ def stage_write(
     # write_files conforms the data to the table schema (order, names, casts); the schema
     # check above has already refused missing or incompatible columns.
 
-    removed_rows = 0
+    deleted_rows = 0
     removed_files = 0
     predicate_sql: str | None = None
     if exists and save_mode is SaveMode.OVERWRITE:
@@ -135,6 +135,7 @@ def stage_write(
             old = txn.scan(None)
             txn.remove_files(old)
             removed_files = len(old)
+            deleted_rows, _ = file_metrics(old)
         else:
             predicate = condition_to_predicate(replace_where, schema=txn.schema)
             assert predicate is not None
@@ -150,15 +151,17 @@ def stage_write(
             keep = _rows_to_keep(spark, txn, candidates, predicate, cond)
             txn.remove_files(candidates)
             removed_files = len(candidates)
+            kept: list[AddFile] = []
             if keep is not None:
-                txn.add_files(
-                    write_files(
-                        keep,
-                        table_path=txn.log.table_path,
-                        partition_columns=txn.partition_columns,
-                        schema=txn.schema,
-                    )
+                kept = write_files(
+                    keep,
+                    table_path=txn.log.table_path,
+                    partition_columns=txn.partition_columns,
+                    schema=txn.schema,
                 )
+                txn.add_files(kept)
+            # The replaced rows: those the candidates held, less those written back.
+            deleted_rows = file_metrics(candidates)[0] - file_metrics(kept)[0]
     added = write_files(
         df,
         table_path=txn.log.table_path,
@@ -182,7 +185,7 @@ def stage_write(
             "numOutputRows": rows,
             "numOutputBytes": size,
             "numRemovedFiles": removed_files,
-            "numDeletedRows": removed_rows,
+            "numDeletedRows": deleted_rows,
         },
     )
     return True
