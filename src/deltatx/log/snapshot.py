@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,14 +29,12 @@ from deltatx.kernel.actions import (
 )
 from deltatx.kernel.codec import action_from_json_obj
 from deltatx.kernel.deletion_vectors import check_descriptor
+from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.features import check_readable
 from deltatx.kernel.properties import TableProperties
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.log import _state
-
-if TYPE_CHECKING:
-    from deltatx.log.delta_log import DeltaLog
 
 # Past this many chunks the Arrow state is compacted, so long runs of incremental updates do
 # not leave thousands of tiny chunks behind.
@@ -271,10 +269,14 @@ def _drop_rows(
 
 
 class Snapshot:
-    """The state of a table at one version.
+    """The state of a table at one version: a value, read by :class:`DeltaLog`.
+
+    A snapshot does no I/O and knows nothing of the log that read it; whatever needs storage
+    (reading deletion vectors or data, loading a newer version) goes through the
+    :class:`DeltaLog` with the snapshot as an argument.
 
     Attributes:
-        log: The :class:`DeltaLog` this snapshot was read from.
+        table_path: The canonical root of the table.
         version: The table version.
         protocol: The protocol in force.
         metadata: The table metadata in force.
@@ -297,18 +299,16 @@ class Snapshot:
         "app_transactions",
         "domain_metadata",
         "files",
-        "log",
         "metadata",
         "protocol",
+        "table_path",
         "version",
     )
 
-    def __init__(
-        self, log: DeltaLog, version: int, state: TableState, *, timestamp: int | None
-    ) -> None:
+    def __init__(self, table_path: str, version: int, state: TableState, *, timestamp: int) -> None:
         """Wraps a reconciled state; use :meth:`DeltaLog.snapshot` to get one."""
         assert state.protocol is not None and state.metadata is not None
-        self.log = log
+        self.table_path = table_path
         self.version = version
         self.protocol: ProtocolAction = state.protocol
         self.metadata: Metadata = state.metadata
@@ -324,7 +324,7 @@ class Snapshot:
         self._add_files: list[AddFile] | None = None
 
     def __repr__(self) -> str:
-        return f"Snapshot({self.log.table_path!r}, version={self.version}, files={self.num_files})"
+        return f"Snapshot({self.table_path!r}, version={self.version}, files={self.num_files})"
 
     def state(self) -> TableState:
         """The reconciled state (for incremental updates and checkpoints)."""
@@ -342,8 +342,6 @@ class Snapshot:
     @property
     def timestamp(self) -> int:
         """When this version was committed, in milliseconds since the epoch."""
-        if self._timestamp is None:
-            self._timestamp = self.log.commit_timestamp(self.version)
         return self._timestamp
 
     @property
@@ -392,8 +390,6 @@ class Snapshot:
         files = self.add_files()
         if predicate is None:
             return files
-        from deltatx.kernel.evaluation import file_may_match
-
         schema, partitions = self.schema, self.partition_columns
         return [
             f
