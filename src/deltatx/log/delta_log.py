@@ -256,9 +256,9 @@ class DeltaLog:
                 protocol=cp.protocol,
                 metadata=cp.metadata,
                 files=cp.files,
-                file_keys=_state.table_keys(cp.files),
+                file_keys=_state.table_keys(cp.files, root=self.table_path),
                 tombstones=cp.tombstones,
-                tombstone_keys=_state.table_keys(cp.tombstones),
+                tombstone_keys=_state.table_keys(cp.tombstones, root=self.table_path),
                 app_transactions=cp.app_transactions,
                 domain_metadata=cp.domain_metadata,
             )

@@ -110,6 +110,7 @@ def replay(
     txns = dict(base.app_transactions)
     domains = dict(base.domain_metadata)
     last_ts: int | None = None
+    pending_metadata: tuple[dict[str, Any], str] | None = None
     for commit in commits:
         where = commit.path
         try:
@@ -151,16 +152,18 @@ def replay(
                     action = action_from_json_obj(obj, where=f"{where} line {lineno}")
                     if isinstance(action, AddFile | RemoveFile) and action.deletion_vector:
                         check_descriptor(action.deletion_vector, f"{where} line {lineno}")
-                entries[_state.dict_key(body)] = (kind == "add", body, where, lineno)
+                entries[_state.dict_key(body, root=table)] = (kind == "add", body, where, lineno)
             elif kind == "commitInfo":
                 ts = body.get("timestamp") if type(body) is dict else None
                 commit_ts = ts if type(ts) is int else None
-            elif kind in ("protocol", "metaData", "txn", "domainMetadata"):
+            elif kind == "metaData":
+                # Decoded only if no later metaData supersedes it: some writers (Databricks
+                # Delta Live Tables) leave a partial one, without a schema, before the full one.
+                pending_metadata, saw_metadata = (obj, f"{where} line {lineno}"), True
+            elif kind in ("protocol", "txn", "domainMetadata"):
                 action = action_from_json_obj(obj, where=f"{where} line {lineno}")
                 if isinstance(action, ProtocolAction):
                     protocol, saw_protocol = action, True
-                elif isinstance(action, Metadata):
-                    metadata, saw_metadata = action, True
                 elif isinstance(action, SetTransaction):
                     txns[action.app_id] = action
                 elif isinstance(action, DomainMetadata):
@@ -175,6 +178,10 @@ def replay(
             )
             raise InvalidTableError(f"{where}: version 0 has no {missing} action")
         last_ts = commit_ts
+    if pending_metadata is not None:
+        decoded = action_from_json_obj(pending_metadata[0], where=pending_metadata[1])
+        assert isinstance(decoded, Metadata)
+        metadata = decoded
     if protocol is None or metadata is None:
         missing = "protocol" if protocol is None else "metaData"
         raise InvalidTableError(f"{table}: the log has no {missing} action")
@@ -212,6 +219,11 @@ def _build(entries: dict[str, _FileEntry], is_add: bool, table: str) -> tuple[pa
                 # Raises the codec's precise message (file, line, field) for the bad one.
                 action_from_json_obj({kind: e[1]}, where=f"{e[2]} line {e[3]}")
         raise InvalidTableError(f"{table}: a {kind} action has a field of the wrong type")
+    if is_add and (row := _state.negative_size(result)) is not None:
+        _, body, where, lineno = [e for e in entries.values() if e[0]][row]
+        raise InvalidTableError(
+            f"{where} line {lineno}: add {body['path']!r} has a negative size ({body['size']})"
+        )
     return result, pa.array(keys, pa.string())
 
 
