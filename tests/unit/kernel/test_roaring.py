@@ -41,7 +41,7 @@ def test_rows_out_of_range_are_refused(row: int) -> None:
 
 def test_a_truncated_or_unknown_bitmap_names_where() -> None:
     data = serialize(range(10))
-    with pytest.raises(InvalidTableError, match="dv.bin at 1"):
+    with pytest.raises(InvalidTableError, match=r"dv\.bin at 1"):
         deserialize(data[:-3], where="dv.bin at 1")
     with pytest.raises(InvalidTableError, match="magic"):
         deserialize(b"\0\0\0\0" + data[4:])
