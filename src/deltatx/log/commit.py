@@ -11,15 +11,12 @@ after an ambiguous I/O failure instead of committing twice.
 from __future__ import annotations
 
 import logging
-import posixpath
 import random
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from deltatx.errors import (
     CommitFailedError,
@@ -43,6 +40,7 @@ from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningComm
 from deltatx.kernel.conflicts_row_level import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.deletion_vectors import dv_relative_path
 from deltatx.kernel.features import check_writable, writer_features
+from deltatx.kernel.file_paths import is_relative, relative_to, resolve, scheme_of
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import LOG_DIR, commit_name
 from deltatx.kernel.operations import Operation
@@ -72,48 +70,41 @@ class CommitResult:
     txn_id: str
 
 
-_URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
 def check_data_path(path: str, *, table_path: str, what: str = "add") -> None:
     """Refuses a file path that would point outside the table root.
 
-    A relative path (the normal case) is percent-decoded, as readers decode it, and normalised;
-    it must then stay below the root and out of ``_delta_log``. An absolute path or ``file:``
-    URI is accepted only when it lies under the root; any other URI scheme is refused, since
-    the table lives on the local filesystem. Without this a commit could make VACUUM, a
-    DELETE or a reader act on ``../x`` or ``/etc/passwd``.
+    The path is resolved as every reader resolves it (:mod:`deltatx.kernel.file_paths`): a
+    relative path is percent-decoded and normalised, an absolute path or ``file:`` URI taken
+    as it is; the result must lie below the root and out of ``_delta_log``. Any other URI
+    scheme is refused, since the table lives on the local filesystem. Without this a commit
+    could make VACUUM, a DELETE or a reader act on ``../x`` or ``/etc/passwd``.
 
     Raises:
         InvalidArgumentError: The path escapes the root; the message names it.
     """
-    decoded = unquote(path)
     bad = f"{what} {path!r}"
-    if not decoded or "\x00" in decoded:
+    if not path:
         raise InvalidArgumentError(f"{bad}: a data file path must be a non-empty file name")
-    if _URI_SCHEME.match(decoded) or decoded.startswith("/"):
-        local = decoded
-        if local.lower().startswith("file:"):
-            local = local[len("file:") :]
-            if local.startswith("//"):
-                local = local[2:]
-                local = local[len("localhost") :] if local.startswith("localhost/") else local
-        if not local.startswith("/"):
-            raise InvalidArgumentError(
-                f"{bad}: only relative paths or file: URIs under the table root "
-                f"{table_path} are allowed"
-            )
-        root = posixpath.normpath(table_path)
-        normal = posixpath.normpath(local)
-        if not normal.startswith(root.rstrip("/") + "/"):
-            raise InvalidArgumentError(f"{bad}: the path is outside the table root {table_path}")
-        relative = normal[len(root.rstrip("/")) + 1 :]
-    else:
-        relative = posixpath.normpath(decoded)
-        if relative == ".." or relative.startswith("../") or relative == ".":
-            raise InvalidArgumentError(
-                f"{bad}: the path escapes the table root {table_path} (it resolves to {relative!r})"
-            )
+    if scheme_of(path) not in (None, "file"):
+        raise InvalidArgumentError(
+            f"{bad}: only relative paths or file: URIs under the table root "
+            f"{table_path} are allowed"
+        )
+    try:
+        location = resolve(path, root=table_path)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(
+            f"{bad}: only relative paths or file: URIs under the table root {table_path} are "
+            f"allowed ({exc})"
+        ) from None
+    if "\x00" in location:
+        raise InvalidArgumentError(f"{bad}: a data file path must be a non-empty file name")
+    relative = relative_to(location, root=table_path)
+    if relative is None:
+        how = "escapes" if is_relative(path) else "is outside"
+        raise InvalidArgumentError(
+            f"{bad}: the path {how} the table root {table_path} (it resolves to {location!r})"
+        )
     if relative.split("/", 1)[0] == LOG_DIR:
         raise InvalidArgumentError(f"{bad}: a data file cannot live in {LOG_DIR}")
 
