@@ -29,6 +29,7 @@ from deltatx.errors import (
     TransactionStateError,
     UnsupportedFeatureError,
     VersionNotFoundError,
+    VersionNotReadableError,
 )
 from deltatx.version import __version__
 
@@ -77,6 +78,7 @@ __all__ = [
     "TransactionStateError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
+    "VersionNotReadableError",
     "__version__",
     "spark_session",
     "write",

@@ -105,7 +105,7 @@ def _describe(snap: Snapshot) -> dict[str, Any]:
 
     p = snap.protocol
     return {
-        "path": snap.log.table_path,
+        "path": snap.table_path,
         "version": snap.version,
         "id": snap.metadata.id,
         "minReaderVersion": p.min_reader_version,
@@ -246,6 +246,7 @@ def conflicts(
     snap = log.snapshot(since)
     predicate = None if condition is None else parse_condition(condition, schema=snap.schema)
     explained = explain_conflicts(
+        log,
         snap,
         operation=names[operation],
         predicate=predicate,

@@ -36,6 +36,29 @@ class VersionNotFoundError(DeltaError):
     """A version or timestamp that the table's log does not hold was asked for."""
 
 
+class VersionNotReadableError(DeltaError):
+    """A version is in the log but files it needs are gone (VACUUM removed them).
+
+    Attributes:
+        version: The version asked for.
+        missing_files: Locations of the data and deletion vector files that are gone.
+        oldest_readable_version: The oldest version whose files are all present, if known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        version: int,
+        missing_files: tuple[str, ...],
+        oldest_readable_version: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.version = version
+        self.missing_files = missing_files
+        self.oldest_readable_version = oldest_readable_version
+
+
 class UnsupportedFeatureError(DeltaError):
     """The table requires a protocol version or table feature that deltatx does not support."""
 

@@ -195,13 +195,19 @@ class Transaction:
         files = [f for f in self._txn.scan(None) if f.deletion_vector is not None]
         return stage_compaction(self._spark, self._txn, files=files, operation=OperationName.REORG)
 
-    def restore_to_version(self, version: int) -> RestoreMetrics:
+    def restore_to_version(
+        self, version: int, *, allow_missing_files: bool = False
+    ) -> RestoreMetrics:
         """Stages a RESTORE to ``version``."""
-        return stage_restore(self._txn, version=version)
+        return stage_restore(self._txn, version=version, allow_missing_files=allow_missing_files)
 
-    def restore_to_timestamp(self, timestamp: Timestamp) -> RestoreMetrics:
+    def restore_to_timestamp(
+        self, timestamp: Timestamp, *, allow_missing_files: bool = False
+    ) -> RestoreMetrics:
         """Stages a RESTORE to the version current at ``timestamp``."""
-        return stage_restore(self._txn, timestamp=timestamp)
+        return stage_restore(
+            self._txn, timestamp=timestamp, allow_missing_files=allow_missing_files
+        )
 
     def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
         """Runs one statement's staging inside this transaction."""
@@ -346,6 +352,10 @@ class DeltaTable:
     def to_df(self, *, version: int | None = None, timestamp: Timestamp | None = None) -> DataFrame:
         """The table as a DataFrame, pinned to a version (default: the latest now)."""
         snap = self.snapshot(version, timestamp=timestamp)
+        if version is not None or timestamp is not None:
+            # An old version may have lost files to VACUUM: say so, rather than let Spark
+            # fail later on a missing path.
+            self._log.require_files(snap)
         txn = OptimisticTransaction(self._log, snap)
         return read_files(self._spark, txn, snap.add_files())
 
@@ -453,15 +463,24 @@ class DeltaTable:
             enforce_retention=enforce_retention,
         )
 
-    def restore_to_version(self, version: int) -> RestoreMetrics:
-        """Restores the table to ``version`` in a new commit."""
-        with self.begin() as txn:
-            return txn.restore_to_version(version)
+    def restore_to_version(
+        self, version: int, *, allow_missing_files: bool = False
+    ) -> RestoreMetrics:
+        """Restores the table to ``version`` in a new commit.
 
-    def restore_to_timestamp(self, timestamp: Timestamp) -> RestoreMetrics:
+        Raises:
+            VersionNotReadableError: VACUUM removed files that version needs (pass
+                ``allow_missing_files=True`` to restore anyway).
+        """
+        with self.begin() as txn:
+            return txn.restore_to_version(version, allow_missing_files=allow_missing_files)
+
+    def restore_to_timestamp(
+        self, timestamp: Timestamp, *, allow_missing_files: bool = False
+    ) -> RestoreMetrics:
         """Restores the table to the version current at ``timestamp`` in a new commit."""
         with self.begin() as txn:
-            return txn.restore_to_timestamp(timestamp)
+            return txn.restore_to_timestamp(timestamp, allow_missing_files=allow_missing_files)
 
     def set_properties(self, properties: Mapping[str, Any]) -> int:
         """Sets table properties in a commit of their own; returns the version."""

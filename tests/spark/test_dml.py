@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import InvalidArgumentError, InvalidConditionError
+from deltatx.errors import InvalidArgumentError, InvalidConditionError, VersionNotReadableError
 from deltatx.kernel.actions import AddFile
 
 SCHEMA = "id BIGINT, date STRING, country STRING, v DOUBLE"
@@ -359,7 +359,7 @@ def test_restore_and_vacuum(spark: SparkSession, table_dir: Path) -> None:
     for p in live:
         assert (table_dir / p).exists()
     assert rows(dt.to_df()) == rows(dt.to_df(version=dt.version()))
-    with pytest.raises(InvalidArgumentError, match="VACUUM"):
+    with pytest.raises(VersionNotReadableError, match="VACUUM"):
         dt.restore_to_version(1)
 
 

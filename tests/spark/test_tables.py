@@ -17,6 +17,7 @@ from deltatx.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 
@@ -223,3 +224,15 @@ def test_one_deletion_vector_file_per_commit(spark: SparkSession, table_dir: Pat
     assert sorted(r["id"] for r in dt.to_df().filter("id IN (3, 105)").collect()) == []
     assert dt.to_df().filter("id = 7").collect()[0]["v"] == 0.0
     assert dt.to_df().count() == 38
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/x", "s3a://bucket/x", "gs://b/x", "abfss://c@a/x"])
+def test_create_on_an_unsupported_store_is_refused_and_writes_nothing(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UnsupportedFeatureError, match="not supported yet"):
+        DeltaTable.create(spark, uri, schema="id BIGINT")
+    with pytest.raises(UnsupportedFeatureError):
+        deltatx.write(spark.range(1), uri)
+    assert list(tmp_path.iterdir()) == []

@@ -107,3 +107,33 @@ def relative_to(location: str, *, root: str) -> str | None:
     if location.startswith(prefix) and len(location) > len(prefix):
         return location[len(prefix) :]
     return None
+
+
+def is_relative(path: str) -> bool:
+    """Whether a path from the log is relative to the table root (no scheme, no leading ``/``)."""
+    return not path.startswith("/") and scheme_of(path) is None
+
+
+# A relative path that is already canonical: no escapes, no scheme, no empty, "." or ".."
+# segment. Most paths in a log are like this and are their own key.
+_PLAIN = re.compile(r"(?!/)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^%:]+")
+PLAIN_PATH_NOT = r"^$|%|:|^/|//|(^|/)\.\.?(/|$)"
+"""An RE2 pattern matching exactly the paths that are *not* plain (see :func:`file_key`)."""
+
+
+def file_key(path: str, *, root: str) -> str:
+    """The one key of the file a log path names, whatever its spelling.
+
+    A file below ``root`` is keyed by its decoded path relative to the root, any other by its
+    canonical location; so ``a%20b``, ``a b``, ``/root/a b`` and ``file:///root/a%20b`` are
+    one file during replay. A path that cannot be resolved keys as itself (it still names one
+    file, and reading it reports the fault).
+    """
+    if _PLAIN.fullmatch(path):
+        return path
+    try:
+        location = resolve(path, root=root)
+    except InvalidArgumentError:
+        return path
+    relative = relative_to(location, root=root)
+    return location if relative is None else relative

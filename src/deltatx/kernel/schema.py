@@ -25,6 +25,9 @@ PRIMITIVE_TYPES: frozenset[str] = frozenset(
         "timestamp",
         "timestamp_ntz",
         "variant",
+        # Spark's NullType: delta-spark keeps such a column in the schema and stores no data
+        # for it, so readers see it as all NULL.
+        "void",
     }
 )
 

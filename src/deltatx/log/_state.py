@@ -3,7 +3,10 @@
 The log's wire form (JSON lines, checkpoint columns) uses camelCase names; the in-memory state
 uses snake_case columns. Files are keyed by ``(path, deletion vector unique id)`` during
 replay; the key is kept as one string column (``path`` alone when there is no DV) so that
-applying a commit is a vectorised ``is_in`` rather than a Python loop over every file.
+applying a commit is a vectorised ``is_in`` rather than a Python loop over every file. The
+path part is the file's canonical key (:func:`deltatx.kernel.file_paths.file_key`), so every
+spelling of one file (``a%20b``, ``a b``, ``/root/a b``, ``file:///root/a%20b``) is one file,
+as delta-spark canonicalises paths during replay.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor, RemoveFile
+from deltatx.kernel.file_paths import PLAIN_PATH_NOT, file_key
 
 STR_MAP = pa.map_(pa.string(), pa.string())
 
@@ -147,19 +151,45 @@ def missing_required(table: pa.Table, required: Sequence[str]) -> bool:
     return any(table.column(c).null_count for c in required)
 
 
-def dict_key(body: dict[str, Any]) -> str:
+def negative_size(table: pa.Table) -> int | None:
+    """The first row whose ``size`` is negative (no file has a negative length), or None."""
+    if not table.num_rows:
+        return None
+    bad = pc.fill_null(pc.less(table.column("size"), 0), False)
+    if not pc.any(bad).as_py():
+        return None
+    return int(pc.indices_nonzero(bad)[0].as_py())
+
+
+def dict_key(body: dict[str, Any], *, root: str) -> str:
     """The replay key of a decoded add/remove object; must agree with :func:`table_keys`."""
+    path = file_key(body["path"], root=root)
     dv = body.get("deletionVector")
     if dv is None:
-        return body["path"]  # type: ignore[no-any-return]
+        return path
     offset = dv.get("offset")
     suffix = "" if offset is None else f"@{offset}"
-    return f"{body['path']}\x00{dv.get('storageType')}\x00{dv.get('pathOrInlineDv')}\x00{suffix}"
+    return f"{path}\x00{dv.get('storageType')}\x00{dv.get('pathOrInlineDv')}\x00{suffix}"
 
 
-def table_keys(table: pa.Table) -> pa.ChunkedArray:
+def path_keys(paths: pa.ChunkedArray | pa.Array, *, root: str) -> pa.Array:
+    """The canonical key of every path (see :func:`file_key`), computing only the odd ones.
+
+    Most paths in a log are plain relative paths and are their own key; only paths with an
+    escape, a scheme, a leading ``/`` or a dot segment are resolved one by one.
+    """
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks() if paths.num_chunks else pa.array([], pa.string())
+    odd = pc.fill_null(pc.match_substring_regex(paths, PLAIN_PATH_NOT), False)
+    if not pc.any(odd).as_py():
+        return paths
+    replaced = [file_key(p, root=root) for p in paths.filter(odd).to_pylist()]
+    return pc.replace_with_mask(paths, odd, pa.array(replaced, pa.string()))
+
+
+def table_keys(table: pa.Table, *, root: str) -> pa.ChunkedArray:
     """The replay key of every row of a state table."""
-    path = table.column("path")
+    path = pa.chunked_array([path_keys(table.column("path"), root=root)], pa.string())
     dv = table.column("deletion_vector")
     if dv.null_count == len(dv):
         return path

@@ -145,6 +145,12 @@ def read_checkpoint(store: LogStore, log_path: str, names: Sequence[str]) -> Che
         except pa.ArrowException as exc:
             raise InvalidTableError(f"{path}: unexpected checkpoint column type ({exc})") from None
     where = f"{log_path}/{names[0]}" if names else log_path
+    live = pa.concat_tables(files) if files else _state.empty_files()
+    if (bad := _state.negative_size(live)) is not None:
+        raise InvalidTableError(
+            f"{where}: add {live.column('path')[bad].as_py()!r} has a negative size "
+            f"({live.column('size')[bad].as_py()})"
+        )
     protocol = metadata = None
     txns: dict[str, SetTransaction] = {}
     domains: dict[str, DomainMetadata] = {}
@@ -160,7 +166,7 @@ def read_checkpoint(store: LogStore, log_path: str, names: Sequence[str]) -> Che
             elif isinstance(action, DomainMetadata) and not action.removed:
                 domains[action.domain] = action
     return CheckpointState(
-        files=pa.concat_tables(files) if files else _state.empty_files(),
+        files=live,
         tombstones=pa.concat_tables(tombstones) if tombstones else _state.empty_tombstones(),
         protocol=protocol,
         metadata=metadata,

@@ -151,7 +151,7 @@ def validate_actions(
 
 
 def _root_of(snapshot: Snapshot | None) -> str | None:
-    return None if snapshot is None else snapshot.log.table_path
+    return None if snapshot is None else snapshot.table_path
 
 
 def _require(snapshot: Snapshot | None) -> Snapshot:

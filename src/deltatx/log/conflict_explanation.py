@@ -88,6 +88,7 @@ class Explanation:
 
 
 def explain_conflicts(
+    log: DeltaLog,
     snap: Snapshot,
     *,
     operation: OperationName,
@@ -97,6 +98,7 @@ def explain_conflicts(
     """Settles a modelled transaction that read ``snap`` against every later commit.
 
     Args:
+        log: The table's log (only read).
         snap: The snapshot the transaction read (the caller has it, to parse the condition).
         operation: What it did: WRITE (a blind append), DELETE, UPDATE, MERGE or OPTIMIZE.
         predicate: Its condition in the IR (None: it read the whole table).
@@ -109,7 +111,7 @@ def explain_conflicts(
         names = ", ".join(sorted(n.value for n in _MODELLED))
         raise InvalidArgumentError(f"cannot explain a {operation.value}; use one of {names}")
     # Reads go to the table; what settling writes stays in memory.
-    scratch = DeltaLog.for_table(snap.log.table_path, store=OverlayLogStore(snap.log.store))
+    scratch = DeltaLog(log.location.with_store(OverlayLogStore(log.store)))
     model = _model(scratch, snap, operation, predicate, condition_text)
     pending = model.pending
     checker = checker_for(pending)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyroaring import BitMap64
 
@@ -29,10 +29,19 @@ from deltatx.kernel.deletion_vectors import (
     stored_descriptor,
     unframe_dv,
 )
+from deltatx.kernel.file_paths import is_relative
 from deltatx.kernel.roaring import PORTABLE_MAGIC, deserialize
+from deltatx.storage.location import Location
 
-if TYPE_CHECKING:
-    from deltatx.log.delta_log import DeltaLog
+
+class TableFiles(Protocol):
+    """Anything that knows where a table lives (a :class:`DeltaLog`)."""
+
+    @property
+    def location(self) -> Location:
+        """The table's location."""
+        ...
+
 
 _PORTABLE_HEAD = struct.pack("<I", PORTABLE_MAGIC)
 # RoaringBitmapArray keys the high 32 bits with a non-negative int.
@@ -53,15 +62,23 @@ def serialize_rows(rows: Iterable[int]) -> bytes:
     return struct.pack("<I", PORTABLE_MAGIC) + BitMap64(rows).serialize()
 
 
-def _local(table_path: str, location: str) -> str:
-    """The store path of a DV file: relative to the root, or an absolute ``file:`` URI."""
-    if location.startswith("file://"):
-        return location[len("file://") :]
-    if location.startswith("file:"):
-        return location[len("file:") :]
-    if location.startswith("/"):
-        return location
-    return f"{table_path.rstrip('/')}/{location}"
+def dv_file_location(location: Location, dv: DeletionVectorDescriptor, *, owner: str = "") -> str:
+    """The canonical location of a stored descriptor's file.
+
+    A ``u`` vector lives below the table root under its (optional) prefix; a ``p`` vector
+    names its file by absolute path or URI, as the protocol requires.
+
+    Raises:
+        InvalidTableError: A ``u`` prefix climbs out of the root, or a ``p`` path is relative.
+    """
+    what = f"deletion vector{owner}"
+    raw = descriptor_location(dv)
+    if dv.storage_type == "p" and is_relative(raw):
+        raise InvalidTableError(
+            f"{what}: path {raw!r} is relative; a 'p' deletion vector must name its file by "
+            "absolute path"
+        )
+    return location.file(raw, what=what)
 
 
 class DvReader:
@@ -71,9 +88,9 @@ class DvReader:
     same file once per data file.
     """
 
-    def __init__(self, log: DeltaLog) -> None:
-        """Reads through ``log``'s store, relative to its table root."""
-        self.log = log
+    def __init__(self, log: TableFiles | Location) -> None:
+        """Reads the files of the table at ``log`` (a log or its location)."""
+        self.location = log if isinstance(log, Location) else log.location
         self._files: dict[str, bytes] = {}
 
     def rows(self, dv: DeletionVectorDescriptor | None, *, data_file: str = "") -> list[int]:
@@ -88,14 +105,19 @@ class DvReader:
         owner = f" (of data file {data_file})" if data_file else ""
         if dv.storage_type == "i":
             return inline_rows(dv, where=f"inline deletion vector{owner}")
-        path = _local(self.log.table_path, descriptor_location(dv))
+        path = dv_file_location(self.location, dv, owner=owner)
         data = self._files.get(path)
         if data is None:
             try:
-                data = self.log.store.read(path)
+                data = self.location.read(path)
             except FileNotFoundError:
                 raise InvalidTableError(
                     f"deletion vector file {path}{owner} does not exist"
+                ) from None
+            except OSError as exc:
+                # A directory, or a file the process may not read: the table is unreadable.
+                raise InvalidTableError(
+                    f"deletion vector file {path}{owner} cannot be read: {exc.strerror or exc}"
                 ) from None
             self._files[path] = data
         offset = FIRST_DV_OFFSET if dv.offset is None else dv.offset
@@ -125,13 +147,13 @@ def _decode(bitmap: bytes, *, where: str) -> list[int]:
     return deserialize(bitmap, where=where)
 
 
-def read_dv_rows(log: DeltaLog, dv: DeletionVectorDescriptor | None) -> list[int]:
+def read_dv_rows(log: TableFiles, dv: DeletionVectorDescriptor | None) -> list[int]:
     """The deleted row indexes of one descriptor (see :meth:`DvReader.rows`)."""
     return DvReader(log).rows(dv)
 
 
 def write_dvs(
-    log: DeltaLog, row_sets: Sequence[Iterable[int]], *, prefix: str = ""
+    log: TableFiles, row_sets: Sequence[Iterable[int]], *, prefix: str = ""
 ) -> list[DeletionVectorDescriptor]:
     """Writes every row set into one new DV file and returns their descriptors, in order.
 
@@ -155,8 +177,7 @@ def write_dvs(
     bitmaps = [struct.pack("<I", PORTABLE_MAGIC) + s.serialize() for s in sets]
     data, offsets = frame_dv_file(bitmaps)
     encoded, relative = new_dv_file_id(prefix)
-    path = f"{log.table_path.rstrip('/')}/{relative}"
-    log.store.write(path, data, overwrite=False)
+    log.location.write_if_absent(log.location.child(relative), data)
     return [
         stored_descriptor(encoded, offset, bitmap, len(s), s.max())
         for s, offset, bitmap in zip(sets, offsets, bitmaps, strict=True)
@@ -164,7 +185,7 @@ def write_dvs(
 
 
 def with_more_deleted_rows(
-    log: DeltaLog,
+    log: TableFiles,
     reader: DvReader,
     changes: Sequence[tuple[AddFile, Iterable[int]]],
     *,

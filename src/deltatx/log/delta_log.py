@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import json
 import logging
-import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -13,15 +14,17 @@ from deltatx.errors import (
     InvalidTableError,
     TableNotFoundError,
     VersionNotFoundError,
+    VersionNotReadableError,
 )
-from deltatx.kernel.actions import Action, CommitInfo
-from deltatx.kernel.codec import parse_commit
-from deltatx.kernel.log_paths import LOG_DIR, LogFileKind, commit_name, parse_log_file
+from deltatx.kernel.actions import Action, AddFile, CommitInfo
+from deltatx.kernel.codec import action_from_json_obj, parse_commit
+from deltatx.kernel.log_paths import LogFileKind, commit_name, parse_log_file
 from deltatx.kernel.log_segment import LogSegment, build_log_segment
 from deltatx.log import _state
 from deltatx.log.checkpoint import read_checkpoint, read_last_checkpoint, write_checkpoint
+from deltatx.log.deletion_vectors import dv_file_location
 from deltatx.log.snapshot import CommitData, Snapshot, TableState, empty_state, replay
-from deltatx.storage import store_for
+from deltatx.storage.location import Location
 from deltatx.storage.log_store import FileStatus, LogStore
 
 _log = logging.getLogger(__name__)
@@ -42,28 +45,29 @@ class HistoryEntry:
     commit_info: CommitInfo | None
 
 
-def normalise_table_path(table_path: str) -> str:
-    """Strips a trailing ``/`` and turns ``file:`` URIs into local paths."""
-    path = table_path
-    if path.startswith("file:"):
-        rest = path[len("file:") :]
-        if rest.startswith("//"):
-            # file://host/path: only the local host makes sense for a local store.
-            rest = rest[2:]
-            rest = rest[len("localhost") :] if rest.startswith("localhost/") else rest
-        path = urllib.parse.unquote(rest)
-    stripped = path.rstrip("/")
-    return stripped or "/"
+def commit_info_of(data: bytes, *, where: str) -> CommitInfo | None:
+    """The ``commitInfo`` action of a commit file's bytes, decoding no other line.
+
+    Raises:
+        InvalidTableError: The ``commitInfo`` line is malformed.
+    """
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if b'"commitInfo"' not in line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue  # a malformed line is the strict reader's to report
+        if type(obj) is dict and len(obj) == 1 and "commitInfo" in obj:
+            action = action_from_json_obj(obj, where=f"{where} line {lineno}")
+            if isinstance(action, CommitInfo):
+                return action
+    return None
 
 
-def data_file_location(table_path: str, path: str) -> str:
-    """Where the data file an ``add.path`` names lives (relative paths are percent-encoded)."""
-    if path.startswith("file:"):
-        return normalise_table_path(path)
-    decoded = urllib.parse.unquote(path)
-    if decoded.startswith("/"):
-        return decoded
-    return f"{table_path.rstrip('/')}/{decoded}"
+def _sample(paths: list[str], limit: int = 3) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown if len(paths) <= limit else f"{shown}, ... and {len(paths) - limit} more"
 
 
 def to_millis(timestamp: int | str | datetime) -> int:
@@ -95,24 +99,39 @@ class DeltaLog:
     """A table's ``_delta_log``: reads snapshots and history, writes checkpoints.
 
     Attributes:
-        table_path: The normalised table root.
-        log_path: ``table_path + "/_delta_log"``.
-        store: The storage the log lives on.
+        location: Where the table lives (root, store, filesystem), resolved once.
     """
 
-    __slots__ = ("log_path", "store", "table_path")
+    __slots__ = ("location",)
 
-    def __init__(self, table_path: str, store: LogStore) -> None:
+    def __init__(self, location: Location) -> None:
         """Use :meth:`for_table`."""
-        self.table_path = table_path
-        self.log_path = f"{table_path.rstrip('/')}/{LOG_DIR}"
-        self.store = store
+        self.location = location
 
     @classmethod
     def for_table(cls, table_path: str, *, store: LogStore | None = None) -> DeltaLog:
-        """The log of the table at ``table_path`` (a local path or ``file:`` URI)."""
-        path = normalise_table_path(table_path)
-        return cls(path, store if store is not None else store_for(path))
+        """The log of the table at ``table_path`` (a local path or ``file:`` URI).
+
+        Raises:
+            UnsupportedFeatureError: The URI names a store deltatx cannot use yet; nothing
+                is read or written.
+        """
+        return cls(Location.of(table_path, store=store))
+
+    @property
+    def table_path(self) -> str:
+        """The canonical table root."""
+        return self.location.root
+
+    @property
+    def log_path(self) -> str:
+        """The ``_delta_log`` directory."""
+        return self.location.log_dir
+
+    @property
+    def store(self) -> LogStore:
+        """The storage the log lives on."""
+        return self.location.store
 
     def __repr__(self) -> str:
         return f"DeltaLog({self.table_path!r})"
@@ -237,9 +256,9 @@ class DeltaLog:
                 protocol=cp.protocol,
                 metadata=cp.metadata,
                 files=cp.files,
-                file_keys=_state.table_keys(cp.files),
+                file_keys=_state.table_keys(cp.files, root=self.table_path),
                 tombstones=cp.tombstones,
-                tombstone_keys=_state.table_keys(cp.tombstones),
+                tombstone_keys=_state.table_keys(cp.tombstones, root=self.table_path),
                 app_transactions=cp.app_transactions,
                 domain_metadata=cp.domain_metadata,
             )
@@ -251,7 +270,10 @@ class DeltaLog:
         state, ts = replay(base, commits, table=self.table_path)
         if ts is None and commits:
             ts = commits[-1].modification_time
-        return Snapshot(self, segment.version, state, timestamp=ts)
+        if ts is None:
+            name = commit_name(segment.version)
+            ts = self._commit_timestamp(segment.version, statuses.get(name))
+        return Snapshot(self.table_path, segment.version, state, timestamp=ts)
 
     def _read_commit_data(self, version: int, name: str, status: FileStatus | None) -> CommitData:
         path = f"{self.log_path}/{name}"
@@ -282,7 +304,10 @@ class DeltaLog:
             latest = self.snapshot()
             return snapshot if latest.version == snapshot.version else latest
         state, ts = replay(snapshot.state(), commits, table=self.table_path)
-        return Snapshot(self, commits[-1].version, state, timestamp=ts)
+        version = commits[-1].version
+        if ts is None:
+            ts = self._commit_timestamp(version, None)
+        return Snapshot(self.table_path, version, state, timestamp=ts)
 
     # -- commits and history ---------------------------------------------------------------
 
@@ -309,9 +334,27 @@ class DeltaLog:
         """``commitInfo.timestamp`` of a commit, else its file's modification time (ms)."""
         return self._commit_timestamp(version, None)
 
+    def commit_info(self, version: int) -> CommitInfo | None:
+        """The ``commitInfo`` of commit ``version``, or None when it has none.
+
+        Only that action is decoded, so history reads stay cheap on large commits and do not
+        trip over other actions (a superseded, partial ``metaData``).
+
+        Raises:
+            VersionNotFoundError: There is no such commit file.
+        """
+        path = f"{self.log_path}/{commit_name(version)}"
+        try:
+            data = self.store.read(path)
+        except FileNotFoundError:
+            raise VersionNotFoundError(
+                f"{self.table_path}: commit {version} does not exist"
+            ) from None
+        return commit_info_of(data, where=path)
+
     def _commit_timestamp(self, version: int, status: FileStatus | None) -> int:
         try:
-            actions = self.read_commit(version)
+            info = self.commit_info(version)
         except VersionNotFoundError:
             # A checkpoint-only version (its commit was cleaned up): use the checkpoint's time.
             for s in self._list(f"{version:020d}"):
@@ -319,9 +362,8 @@ class DeltaLog:
                 if f is not None and f.version == version:
                     return s.modification_time
             raise
-        for a in actions:
-            if isinstance(a, CommitInfo) and a.timestamp is not None:
-                return a.timestamp
+        if info is not None and info.timestamp is not None:
+            return info.timestamp
         if status is None:
             name = commit_name(version)
             status = next((s for s in self._list(name) if s.name == name), None)
@@ -364,10 +406,68 @@ class DeltaLog:
             commits = commits[: max(limit, 0)]
         out = []
         for version, status in commits:
-            info = next((a for a in self.read_commit(version) if isinstance(a, CommitInfo)), None)
+            info = self.commit_info(version)
             ts = info.timestamp if info is not None and info.timestamp is not None else None
             out.append(HistoryEntry(version, status.modification_time if ts is None else ts, info))
         return out
+
+    # -- files -----------------------------------------------------------------------------
+
+    def missing_files(self, files: Iterable[AddFile]) -> list[str]:
+        """The data and deletion vector files of ``files`` that are not on storage.
+
+        Raises:
+            InvalidTableError: A path climbs out of the table root.
+        """
+        location = self.location
+        missing: dict[str, None] = {}
+        for f in files:
+            wanted = [location.file(f.path, what="data file")]
+            if f.deletion_vector is not None and f.deletion_vector.storage_type != "i":
+                wanted.append(dv_file_location(location, f.deletion_vector, owner=f" of {f.path}"))
+            for path in wanted:
+                if path not in missing and not location.exists(path):
+                    missing[path] = None
+        return list(missing)
+
+    def require_files(self, snapshot: Snapshot) -> None:
+        """Refuses to read a version whose files are gone, naming the oldest readable one.
+
+        Raises:
+            VersionNotReadableError: VACUUM removed files the version needs.
+        """
+        missing = self.missing_files(snapshot.add_files())
+        if not missing:
+            return
+        oldest = self._oldest_readable(snapshot.version)
+        after = (
+            "no version of the table is readable"
+            if oldest is None
+            else f"the oldest readable version is {oldest}"
+        )
+        raise VersionNotReadableError(
+            f"{self.table_path}: version {snapshot.version} cannot be read: VACUUM removed "
+            f"{len(missing)} of its files ({_sample(missing)}); {after}",
+            version=snapshot.version,
+            missing_files=tuple(missing),
+            oldest_readable_version=oldest,
+        )
+
+    def _oldest_readable(self, unreadable: int) -> int | None:
+        """The oldest version after ``unreadable`` whose files are all present.
+
+        VACUUM deletes the files of the oldest versions first, so readability only grows
+        with the version and a binary search finds the boundary.
+        """
+        low, high = unreadable + 1, self.latest_version()
+        found: int | None = None
+        while low <= high:
+            middle = (low + high) // 2
+            if self.missing_files(self.snapshot(middle).add_files()):
+                low = middle + 1
+            else:
+                found, high = middle, middle - 1
+        return found
 
     # -- checkpoints -----------------------------------------------------------------------
 

@@ -8,10 +8,10 @@ kept; the restore is itself a commit that time travel can go back across.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime
-from urllib.parse import unquote
 
-from deltatx.errors import InvalidArgumentError
+from deltatx.errors import InvalidArgumentError, VersionNotReadableError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.metrics import RestoreMetrics
 from deltatx.kernel.operations import Operation, OperationName
@@ -28,12 +28,24 @@ def stage_restore(
     *,
     version: int | None = None,
     timestamp: int | str | datetime | None = None,
+    allow_missing_files: bool = False,
 ) -> RestoreMetrics:
     """Stages a RESTORE to ``version`` or ``timestamp`` into ``txn``.
 
+    Every data and deletion vector file the restored version needs back must still exist, as
+    delta-spark checks: a restore that re-adds vacuumed files would leave the table unreadable.
+
+    Args:
+        txn: The transaction to stage into.
+        version: The version to restore.
+        timestamp: Or the timestamp whose version to restore.
+        allow_missing_files: Restore even when some of those files are gone (the table is
+            then unreadable until they are put back or removed).
+
     Raises:
-        InvalidArgumentError: Neither or both of version and timestamp, or a file the old
-            version needs was already removed by VACUUM.
+        InvalidArgumentError: Neither or both of version and timestamp.
+        VersionNotReadableError: Files the old version needs were removed (by VACUUM); the
+            message names them.
         VersionNotFoundError: The version or timestamp is not in the log.
     """
     started = time.monotonic()
@@ -45,15 +57,16 @@ def stage_restore(
     wanted = {_key(f): f for f in target.add_files()}
     to_add = [f for k, f in wanted.items() if k not in current]
     to_remove = [f for k, f in current.items() if k not in wanted]
-    missing = [
-        f.path
-        for f in to_add
-        if "://" not in f.path and not log.store.exists(f"{log.table_path}/{unquote(f.path)}")
-    ]
+    missing = [] if allow_missing_files else log.missing_files(to_add)
     if missing:
-        raise InvalidArgumentError(
-            f"cannot restore to version {target.version}: {len(missing)} of its data files were "
-            f"already deleted (e.g. {missing[0]}), probably by VACUUM"
+        shown = ", ".join(missing[:5]) + (
+            f", ... ({len(missing)} in all)" if len(missing) > 5 else ""
+        )
+        raise VersionNotReadableError(
+            f"cannot restore to version {target.version}: files it needs were removed, "
+            f"probably by VACUUM: {shown}. Pass allow_missing_files=True to restore anyway.",
+            version=target.version,
+            missing_files=tuple(missing),
         )
     now = int(time.time() * 1000)
     txn.remove_files(to_remove)
@@ -82,6 +95,4 @@ def stage_restore(
 
 
 def _as_restored(f: AddFile, now: int) -> AddFile:
-    from dataclasses import replace
-
     return replace(f, data_change=True, modification_time=max(f.modification_time, 0) or now)

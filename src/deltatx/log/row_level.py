@@ -36,7 +36,6 @@ from deltatx.kernel.expressions import Expression, columns_of, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.kernel.schema import StructType
 from deltatx.log.deletion_vectors import DvReader, write_dvs
-from deltatx.log.delta_log import data_file_location
 from deltatx.log.row_level_compaction import follow_compactions, settle_source_changes
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ def matching_rows(
     Raises:
         InvalidTableError: The data file is missing (vacuumed) or is not readable Parquet.
     """
-    location = data_file_location(log.table_path, add.path)
+    location = log.location.file(add.path, what="data file")
     try:
         parquet = pq.ParquetFile(pa.BufferReader(log.store.read(location)))
         wanted = {c.lower() for c in columns_of(predicate)}

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,15 +29,13 @@ from deltatx.kernel.actions import (
 )
 from deltatx.kernel.codec import action_from_json_obj
 from deltatx.kernel.deletion_vectors import check_descriptor
+from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.features import check_readable
 from deltatx.kernel.properties import TableProperties
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.log import _state
-
-if TYPE_CHECKING:
-    from deltatx.log.delta_log import DeltaLog
 
 # Past this many chunks the Arrow state is compacted, so long runs of incremental updates do
 # not leave thousands of tiny chunks behind.
@@ -113,6 +111,7 @@ def replay(
     txns = dict(base.app_transactions)
     domains = dict(base.domain_metadata)
     last_ts: int | None = None
+    pending_metadata: tuple[dict[str, Any], str] | None = None
     for commit in commits:
         where = commit.path
         try:
@@ -154,16 +153,18 @@ def replay(
                     action = action_from_json_obj(obj, where=f"{where} line {lineno}")
                     if isinstance(action, AddFile | RemoveFile) and action.deletion_vector:
                         check_descriptor(action.deletion_vector, f"{where} line {lineno}")
-                entries[_state.dict_key(body)] = (kind == "add", body, where, lineno)
+                entries[_state.dict_key(body, root=table)] = (kind == "add", body, where, lineno)
             elif kind == "commitInfo":
                 ts = body.get("timestamp") if type(body) is dict else None
                 commit_ts = ts if type(ts) is int else None
-            elif kind in ("protocol", "metaData", "txn", "domainMetadata"):
+            elif kind == "metaData":
+                # Decoded only if no later metaData supersedes it: some writers (Databricks
+                # Delta Live Tables) leave a partial one, without a schema, before the full one.
+                pending_metadata, saw_metadata = (obj, f"{where} line {lineno}"), True
+            elif kind in ("protocol", "txn", "domainMetadata"):
                 action = action_from_json_obj(obj, where=f"{where} line {lineno}")
                 if isinstance(action, ProtocolAction):
                     protocol, saw_protocol = action, True
-                elif isinstance(action, Metadata):
-                    metadata, saw_metadata = action, True
                 elif isinstance(action, SetTransaction):
                     txns[action.app_id] = action
                 elif isinstance(action, DomainMetadata):
@@ -178,6 +179,10 @@ def replay(
             )
             raise InvalidTableError(f"{where}: version 0 has no {missing} action")
         last_ts = commit_ts
+    if pending_metadata is not None:
+        decoded = action_from_json_obj(pending_metadata[0], where=pending_metadata[1])
+        assert isinstance(decoded, Metadata)
+        metadata = decoded
     if protocol is None or metadata is None:
         missing = "protocol" if protocol is None else "metaData"
         raise InvalidTableError(f"{table}: the log has no {missing} action")
@@ -215,6 +220,11 @@ def _build(entries: dict[str, _FileEntry], is_add: bool, table: str) -> tuple[pa
                 # Raises the codec's precise message (file, line, field) for the bad one.
                 action_from_json_obj({kind: e[1]}, where=f"{e[2]} line {e[3]}")
         raise InvalidTableError(f"{table}: a {kind} action has a field of the wrong type")
+    if is_add and (row := _state.negative_size(result)) is not None:
+        _, body, where, lineno = [e for e in entries.values() if e[0]][row]
+        raise InvalidTableError(
+            f"{where} line {lineno}: add {body['path']!r} has a negative size ({body['size']})"
+        )
     return result, pa.array(keys, pa.string())
 
 
@@ -272,10 +282,14 @@ def _drop_rows(
 
 
 class Snapshot:
-    """The state of a table at one version.
+    """The state of a table at one version: a value, read by :class:`DeltaLog`.
+
+    A snapshot does no I/O and knows nothing of the log that read it; whatever needs storage
+    (reading deletion vectors or data, loading a newer version) goes through the
+    :class:`DeltaLog` with the snapshot as an argument.
 
     Attributes:
-        log: The :class:`DeltaLog` this snapshot was read from.
+        table_path: The canonical root of the table.
         version: The table version.
         protocol: The protocol in force.
         metadata: The table metadata in force.
@@ -299,18 +313,16 @@ class Snapshot:
         "app_transactions",
         "domain_metadata",
         "files",
-        "log",
         "metadata",
         "protocol",
+        "table_path",
         "version",
     )
 
-    def __init__(
-        self, log: DeltaLog, version: int, state: TableState, *, timestamp: int | None
-    ) -> None:
+    def __init__(self, table_path: str, version: int, state: TableState, *, timestamp: int) -> None:
         """Wraps a reconciled state; use :meth:`DeltaLog.snapshot` to get one."""
         assert state.protocol is not None and state.metadata is not None
-        self.log = log
+        self.table_path = table_path
         self.version = version
         self.protocol: ProtocolAction = state.protocol
         self.metadata: Metadata = state.metadata
@@ -327,7 +339,7 @@ class Snapshot:
         self._add_files: list[AddFile] | None = None
 
     def __repr__(self) -> str:
-        return f"Snapshot({self.log.table_path!r}, version={self.version}, files={self.num_files})"
+        return f"Snapshot({self.table_path!r}, version={self.version}, files={self.num_files})"
 
     def state(self) -> TableState:
         """The reconciled state (for incremental updates and checkpoints)."""
@@ -345,8 +357,6 @@ class Snapshot:
     @property
     def timestamp(self) -> int:
         """When this version was committed, in milliseconds since the epoch."""
-        if self._timestamp is None:
-            self._timestamp = self.log.commit_timestamp(self.version)
         return self._timestamp
 
     @property
@@ -402,8 +412,6 @@ class Snapshot:
         files = self.add_files()
         if predicate is None:
             return files
-        from deltatx.kernel.evaluation import file_may_match
-
         schema, partitions = self.schema, self.partition_columns
         return [
             f

@@ -9,48 +9,35 @@ younger) survive.
 
 from __future__ import annotations
 
-import os
-import posixpath
 import time
-from urllib.parse import unquote
+from collections.abc import Iterable
 
 from deltatx.errors import InvalidArgumentError
-from deltatx.kernel.log_paths import STAGING_PREFIX
+from deltatx.kernel.actions import AddFile, RemoveFile
+from deltatx.kernel.log_paths import LOG_DIR, STAGING_PREFIX
 from deltatx.kernel.metrics import VacuumMetrics
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.log.deletion_vectors import dv_file_location
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.storage.location import Location
 
 _HOUR_MS = 3_600_000
 
 
-def _relative(root: str, path: str) -> str | None:
-    root_real = os.path.realpath(root)
-    real = os.path.realpath(path)
-    if real != path and os.path.islink(path):
-        return None
-    if not real.startswith(root_real.rstrip("/") + "/"):
-        return None
-    return real[len(root_real.rstrip("/")) + 1 :]
+def _keep(location: Location, files: Iterable[AddFile | RemoveFile], keep: set[str]) -> None:
+    """Adds the key of every file and every stored deletion vector that ``files`` reference.
 
-
-def _keep_key(root: str, path: str) -> str:
-    """The walk-relative form of a path in the log, so referenced files are recognised.
-
-    Relative paths are percent-decoded and normalised; absolute paths and ``file:`` URIs under
-    the root become relative (the protocol allows them). Anything else cannot match a file
-    under the root, which is the point: such a path is never a reason to delete.
+    Keys are the same for every spelling of a path (relative, absolute, ``file:`` URI) and
+    for deletion vectors stored by id (``u``) or by absolute path (``p``), so a referenced
+    file is always recognised in the walk. A path outside the root cannot match a walked
+    file, which is the point: such a path is never a reason to delete.
     """
-    decoded = unquote(path)
-    if decoded.startswith("file:"):
-        decoded = decoded[len("file:") :]
-        if decoded.startswith("//"):
-            decoded = decoded[2:]
-            decoded = decoded[len("localhost") :] if decoded.startswith("localhost/") else decoded
-    if decoded.startswith("/"):
-        rel = _relative(root, posixpath.normpath(decoded))
-        return decoded if rel is None else rel
-    return posixpath.normpath(decoded)
+    for f in files:
+        keep.add(location.key(f.path))
+        dv = f.deletion_vector
+        if dv is not None and dv.storage_type != "i":
+            keep.add(location.key(dv_file_location(location, dv, owner=f" of {f.path}")))
 
 
 def _hidden(relative: str) -> bool:
@@ -104,31 +91,25 @@ def vacuum(
         )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention_ms
-    root = log.table_path
+    location = log.location
     keep: set[str] = set()
-    for f in snapshot.add_files():
-        keep.add(_keep_key(root, f.path))
-        if f.deletion_vector is not None and f.deletion_vector.storage_type == "u":
-            keep.add(_dv_relative_path(f.deletion_vector.path_or_inline_dv))
+    _keep(location, snapshot.add_files(), keep)
     # Tombstones younger than *this* retention are kept. The snapshot's own view expires them
     # after the table's retention, which is shorter when a longer retention is asked for, so
     # it is shifted to the vacuum cutoff: files removed within the retention stay for readers.
     shifted_now = cutoff + table_retention
-    for r in snapshot.tombstones(now_ms=shifted_now):
-        keep.add(_keep_key(root, r.path))
-        if r.deletion_vector is not None and r.deletion_vector.storage_type == "u":
-            keep.add(_dv_relative_path(r.deletion_vector.path_or_inline_dv))
+    _keep(location, snapshot.tombstones(now_ms=shifted_now), keep)
     doomed: list[tuple[str, int]] = []
-    for status in log.store.walk(root):
-        rel = _relative(root, status.path)
-        if rel is None or rel.startswith("_delta_log/") or _hidden(rel):
+    for status in location.walk():
+        rel = location.relative(status.path)
+        if rel is None or rel.startswith(f"{LOG_DIR}/") or _hidden(rel):
             continue
         if rel in keep or status.modification_time > cutoff:
             continue
         doomed.append((status.path, status.size))
     if not dry_run:
         for path, _ in doomed:
-            log.store.delete(path)
+            location.delete(path)
     metrics = VacuumMetrics(
         num_deleted_files=0 if dry_run else len(doomed),
         num_deleted_bytes=0 if dry_run else sum(s for _, s in doomed),
@@ -148,10 +129,3 @@ def vacuum(
         )
         txn.commit()
     return metrics
-
-
-def _dv_relative_path(encoded: str) -> str:
-    """The file of a ``u`` deletion vector: ``<prefix>/deletion_vector_<uuid>.bin``."""
-    from deltatx.kernel.deletion_vectors import dv_relative_path
-
-    return dv_relative_path(encoded)

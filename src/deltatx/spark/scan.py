@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from urllib.parse import urlsplit
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -23,12 +22,8 @@ from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import StructType
 from deltatx.spark.schema import quote_column, to_spark_schema
-from deltatx.spark.write import (
-    TableLocation,
-    decode_uri_path,
-    resolve_partition_columns,
-    uri_path_key,
-)
+from deltatx.spark.write import resolve_partition_columns, uri_path_key
+from deltatx.storage.location import Location
 
 RowFilter = Callable[[DataFrame, Column, Column], DataFrame]
 """Filters scanned rows by where they come from: ``(rows, file_index, row_index) -> kept rows``.
@@ -48,7 +43,6 @@ ROW_INDEX_COLUMN = "__deltatx_row_index"
 _FILE_KEY = "__deltatx_file_key"
 _FILE_INDEX = FILE_INDEX_COLUMN
 _ROW_INDEX = ROW_INDEX_COLUMN
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # Scheme and authority of a URI, so that the key is the (encoded) path alone.
 _URI_PREFIX = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?"
 # Hadoop expands these in paths given to a reader; a file name holding one must be escaped.
@@ -84,6 +78,7 @@ def files_to_dataframe(
 
     Raises:
         InvalidArgumentError: A file is listed twice.
+        InvalidTableError: A relative file path climbs out of the table root.
         SchemaMismatchError: A partition column is not in the schema.
     """
     columns = resolve_partition_columns(schema, partition_columns)
@@ -96,10 +91,11 @@ def files_to_dataframe(
                 F.lit(None).cast("long").alias(ROW_INDEX_COLUMN),
             )
         return empty
-    location = TableLocation.parse(table_path)
+    location = Location.of(table_path)
     partition_set = set(columns)
     data_schema = StructType(tuple(f for f in schema.fields if f.name not in partition_set))
-    spark_paths = [_spark_file_path(location, f.path) for f in files]
+    # Relative paths must stay inside the root (a crafted log must not read other files).
+    spark_paths = ["file://" + location.file(f.path, what="data file") for f in files]
     keys = [uri_path_key(p) for p in spark_paths]
     # Keyed by path alone, a file listed twice (even once relative, once absolute) would have
     # its rows joined twice.
@@ -127,7 +123,7 @@ def files_to_dataframe(
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
     if len(files) <= _MAP_LIMIT:
-        looked_up = _looked_up(files, spark_paths, keys, columns, file_key)
+        looked_up = _looked_up(files, keys, columns, file_key)
         reported = F.col("_metadata.file_path").alias(_FILE_KEY)
         rows = rows.select("*", reported, *looked_up, *row_index)
     else:
@@ -214,7 +210,6 @@ def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
 
 def _looked_up(
     files: Sequence[AddFile],
-    spark_paths: Sequence[str],
     keys: Sequence[str],
     columns: Sequence[str],
     file_key: Column,
@@ -230,7 +225,7 @@ def _looked_up(
         pairs = [x for i, name in enumerate(names) for x in (F.lit(name), F.lit(i))]
         return F.try_element_at(F.create_map(*pairs).cast("map<string,bigint>"), key)
 
-    reported = [_reported_path(p, k) for p, k in zip(spark_paths, keys, strict=True)]
+    reported = [_reported_path(k) for k in keys]
     index = F.coalesce(lookup(reported, F.col("_metadata.file_path")), lookup(keys, file_key))
     out = [index.alias(_FILE_INDEX)]
     by_file = [_partition_values(add, columns) for add in files]
@@ -240,11 +235,8 @@ def _looked_up(
     return out
 
 
-def _reported_path(spark_path: str, key: str) -> str:
+def _reported_path(key: str) -> str:
     """The ``_metadata.file_path`` Spark reports for a local file: ``file:`` + encoded path."""
-    if _SCHEME.match(spark_path) and not spark_path.startswith("file:"):
-        parts = urlsplit(spark_path)
-        return f"{parts.scheme}://{parts.netloc}{key}"
     return f"file:{key}"
 
 
@@ -268,11 +260,3 @@ def _lookup_table(
     for index, (add, key) in enumerate(zip(files, keys, strict=True)):
         data.append((key, index, *_partition_values(add, columns)))
     return spark.createDataFrame(data, T.StructType(fields))
-
-
-def _spark_file_path(location: TableLocation, add_path: str) -> str:
-    """Where Spark finds the file of an ``add.path`` (relative to the root, or a URI)."""
-    if not _SCHEME.match(add_path):
-        return location.spark_path(decode_uri_path(add_path))
-    parts = urlsplit(add_path)
-    return f"{parts.scheme}://{parts.netloc}{decode_uri_path(parts.path)}"

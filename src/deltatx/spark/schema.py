@@ -71,7 +71,10 @@ def _normalize_type(type_obj: Any, field_obj: dict[str, Any] | None, where: str)
             if field_obj is not None:
                 field_obj.setdefault("metadata", {})[CHAR_VARCHAR_METADATA_KEY] = type_obj
             return "string"
-        if type_obj in PRIMITIVE_TYPES or _DECIMAL.match(type_obj.replace(" ", "")):
+        # A void column is read (as NULLs) but never written: Parquet cannot store it.
+        if type_obj != "void" and (
+            type_obj in PRIMITIVE_TYPES or _DECIMAL.match(type_obj.replace(" ", ""))
+        ):
             return type_obj
         raise SchemaMismatchError(
             f"Column '{where}' has type {type_obj}, which a Delta table cannot store; "

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow.fs as pafs
@@ -34,13 +33,13 @@ from deltatx.spark.schema import (
     from_spark_schema,
 )
 from deltatx.spark.stats import file_stats_json
+from deltatx.storage.location import Location
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The directory-name value Spark writes for a NULL partition value."""
 
 _PUBLISH_THREADS = 16
 _TIMESTAMP_TYPE_KEY = "spark.sql.parquet.outputTimestampType"
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _SCHEME_AND_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
 _SPARK_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 # Characters java.net.URI leaves as they are in a path: letters, digits, the unreserved marks,
@@ -73,23 +72,13 @@ class TableLocation:
 
     @classmethod
     def parse(cls, table_path: str) -> TableLocation:
-        """Resolves a local path, a ``file:`` URI or a remote URI (``s3://``, ``gs://``, ...).
+        """The table root of a local path or ``file:`` URI, as storage resolves it.
 
         Raises:
-            InvalidArgumentError: pyarrow has no filesystem for the URI's scheme.
+            UnsupportedFeatureError: The URI names a store deltatx cannot use yet.
         """
-        text = table_path.rstrip("/") or "/"
-        if not _SCHEME.match(text) or text.startswith("file:"):
-            fs, root = pafs.FileSystem.from_uri(_absolute_local(text))
-            return cls(fs, root.rstrip("/"), "file://" + root.rstrip("/"))
-        scheme, rest = text.split(":", 1)
-        # Hadoop names S3 "s3a"; pyarrow knows it as "s3". Spark keeps the caller's spelling.
-        arrow_uri = ("s3" if scheme.lower() in ("s3a", "s3n") else scheme) + ":" + rest
-        try:
-            fs, root = pafs.FileSystem.from_uri(arrow_uri)
-        except Exception as exc:
-            raise InvalidArgumentError(f"Cannot open table path '{table_path}': {exc}") from None
-        return cls(fs, root.rstrip("/"), text)
+        location = Location.of(table_path)
+        return cls(location.fs, location.root.rstrip("/"), location.uri.rstrip("/"))
 
     def fs_path(self, relative: str) -> str:
         """The pyarrow path of a file given by its on-disk path relative to the root."""
@@ -98,15 +87,6 @@ class TableLocation:
     def spark_path(self, relative: str) -> str:
         """The Spark path of a file given by its on-disk path relative to the root."""
         return f"{self.spark_root}/{relative}"
-
-
-def _absolute_local(text: str) -> str:
-    if text.startswith("file:"):
-        return text
-    if text.startswith("/"):
-        return text
-    # A relative path means the driver's working directory, which is Spark's too in local mode.
-    return str(Path(text).absolute())
 
 
 def encode_uri_path(path: str) -> str:

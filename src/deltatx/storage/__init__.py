@@ -1,20 +1,17 @@
 """Bytes on storage and the one atomic primitive the log needs: write-if-absent."""
 
 from deltatx.storage.local import LocalLogStore
-from deltatx.storage.log_store import FileStatus, LogStore
+from deltatx.storage.location import Location
+from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus, LogStore
 from deltatx.storage.memory import MemoryLogStore
 from deltatx.storage.overlay import OverlayLogStore
 
 __all__ = [
+    "FileAlreadyExistsError",
     "FileStatus",
     "LocalLogStore",
+    "Location",
     "LogStore",
     "MemoryLogStore",
     "OverlayLogStore",
-    "store_for",
 ]
-
-
-def store_for(path: str) -> LogStore:
-    """The log store for a table path (local paths and ``file:`` URIs)."""
-    return LocalLogStore()

@@ -4,25 +4,21 @@ Write-if-absent writes a temporary file next to the target, fsyncs it, then ``os
 the target name: the link fails if the target exists, which is the atomic exclusion, and a
 reader can never observe a half-written commit. The directory is fsynced so the new name
 survives a crash.
+
+Paths are canonical local paths (see :class:`deltatx.storage.location.Location`, which turns
+table URIs and log paths into them).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 
 from deltatx.storage.faults import fault_point
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
-
-
-def _local(path: str) -> str:
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    if path.startswith("file:"):
-        return path[len("file:") :]
-    return path
 
 
 def _fsync_dir(directory: str) -> None:
@@ -42,12 +38,12 @@ class LocalLogStore:
 
     def read(self, path: str) -> bytes:
         """The whole file; ``FileNotFoundError`` if absent."""
-        with open(_local(path), "rb") as f:
+        with open(path, "rb") as f:
             return f.read()
 
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         """Writes a whole file atomically; without ``overwrite`` only if it is absent."""
-        target = _local(path)
+        target = path
         directory = os.path.dirname(target) or "."
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
@@ -79,10 +75,9 @@ class LocalLogStore:
 
     def list_from(self, directory: str, start_name: str = "") -> list[FileStatus]:
         """Files directly in ``directory`` sorted by name, from ``start_name`` on."""
-        base = _local(directory)
         out: list[FileStatus] = []
         try:
-            entries = os.scandir(base)
+            entries = os.scandir(directory)
         except FileNotFoundError:
             return []
         with entries:
@@ -107,21 +102,24 @@ class LocalLogStore:
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory exists at ``path``."""
-        return os.path.exists(_local(path))
+        return os.path.exists(path)
 
     def walk(self, root: str) -> Iterator[FileStatus]:
-        """Every file under ``root``; symlinks are not followed out of the tree."""
-        base = _local(root)
-        for dirpath, _dirnames, filenames in os.walk(base, followlinks=False):
+        """Every regular file under ``root``; symbolic links are neither followed nor listed.
+
+        A link could lead VACUUM to delete, or a reader to trust, a file outside the table.
+        """
+        for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 try:
                     st = os.lstat(full)
                 except FileNotFoundError:
                     continue
-                yield FileStatus(full, st.st_size, st.st_mtime_ns // 1_000_000)
+                if stat.S_ISREG(st.st_mode):
+                    yield FileStatus(full, st.st_size, st.st_mtime_ns // 1_000_000)
 
     def delete(self, path: str) -> None:
         """Removes a file; a missing file is not an error."""
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(_local(path))
+            os.unlink(path)

@@ -22,7 +22,6 @@ from deltatx.kernel.row_level import row_level_limitation
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import is_deterministic
-from deltatx.spark.write import TableLocation, decode_uri_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +49,8 @@ def physical_rows(txn: OptimisticTransaction, f: AddFile) -> int:
     n = num_records(f.stats)
     if n is not None:
         return n
-    location = TableLocation.parse(txn.log.table_path)
-    path = location.fs_path(decode_uri_path(f.path))
+    location = txn.log.location
+    path = location.file(f.path, what="data file")
     return int(pq.read_metadata(path, filesystem=location.fs).num_rows)
 
 

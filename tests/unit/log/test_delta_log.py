@@ -28,7 +28,7 @@ from deltatx.kernel.isolation import IsolationLevel
 from deltatx.log import DeltaLog, HistoryEntry, Snapshot
 from deltatx.storage import LocalLogStore, MemoryLogStore
 
-from .log_helpers import METADATA, add, create, info, remove, write_commit
+from ..log_helpers import METADATA, add, create, info, remove, write_commit
 
 ROOT = "/mem/t"
 

@@ -22,7 +22,7 @@ from deltatx.kernel.log_paths import checkpoint_name, commit_name, multipart_che
 from deltatx.log import DeltaLog, Snapshot
 from deltatx.storage import LocalLogStore, MemoryLogStore
 
-from .log_helpers import METADATA, PROTOCOL, add, create, info, remove, write_commit
+from ..log_helpers import METADATA, PROTOCOL, add, create, info, remove, write_commit
 
 ROOT = "/mem/t"
 

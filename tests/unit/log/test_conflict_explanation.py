@@ -111,7 +111,7 @@ def _explain(
     snap = log.snapshot(since)
     predicate = None if condition is None else parse_condition(condition, schema=snap.schema)
     return explain_conflicts(
-        snap, operation=operation, predicate=predicate, condition_text=condition
+        log, snap, operation=operation, predicate=predicate, condition_text=condition
     )
 
 
@@ -222,7 +222,7 @@ def test_explaining_writes_nothing(tmp_path: Path) -> None:
 def test_unmodelled_operation_is_refused(tmp_path: Path) -> None:
     log, _ = _table(tmp_path)
     with pytest.raises(InvalidArgumentError, match="cannot explain a RESTORE"):
-        explain_conflicts(log.snapshot(0), operation=OperationName.RESTORE)
+        explain_conflicts(log, log.snapshot(0), operation=OperationName.RESTORE)
 
 
 def test_cli_names_the_rows(run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.storage import LocalLogStore, MemoryLogStore
 
-from .logtables import SCHEMA, add, append, begin, create_table, eq
+from ..logtables import SCHEMA, add, append, begin, create_table, eq
 
 ROOT = "/mem/table"
 

@@ -26,7 +26,7 @@ from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.transaction import ReadTracker
 
-from .conflict_harness import add, schema
+from ..conflict_harness import add, schema
 
 
 def _output(path: str, sources: list[tuple[str, int]]) -> AddFile:

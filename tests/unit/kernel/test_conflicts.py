@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from .catalogue_derived import DELTA_RS, EXTRA
-from .catalogue_legacy import LEGACY
-from .catalogue_suite import NEW_TXN, SUITE
-from .conflict_harness import SI, WS, Case, S, run
+from ..catalogue_derived import DELTA_RS, EXTRA
+from ..catalogue_legacy import LEGACY
+from ..catalogue_suite import NEW_TXN, SUITE
+from ..conflict_harness import SI, WS, Case, S, run
 
 ALL = LEGACY + SUITE + NEW_TXN + DELTA_RS + EXTRA
 

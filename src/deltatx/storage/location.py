@@ -1,0 +1,162 @@
+"""A table's place on storage, resolved once from the URI the user gave.
+
+A :class:`Location` joins the three things every layer needs to touch a table's files: the
+canonical root (see :mod:`deltatx.kernel.file_paths`), the :class:`LogStore` whose
+write-if-absent is the commit primitive, and the pyarrow filesystem for bulk data I/O
+(Parquet footers, moving freshly written files). Nothing outside the storage layer spells
+``file:``, decodes a path or calls ``os`` on a table file: it asks the Location.
+
+Only the local filesystem is built. Another store (an object store with conditional PUT)
+slots in as another :class:`LogStore` and filesystem chosen in :meth:`Location.of`; every
+other URI scheme is refused by name there, before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from deltatx.errors import InvalidArgumentError, InvalidTableError, UnsupportedFeatureError
+from deltatx.kernel.file_paths import (
+    file_key,
+    is_relative,
+    relative_to,
+    resolve,
+    scheme_of,
+    table_root,
+)
+from deltatx.kernel.log_paths import LOG_DIR
+from deltatx.storage.local import LocalLogStore
+from deltatx.storage.log_store import FileStatus, LogStore
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a table lives: its root, the store holding it, and a filesystem for data I/O.
+
+    Attributes:
+        root: The canonical table root (an absolute POSIX path for a local table).
+        store: The storage of the log and the table's files; its write-if-absent is atomic.
+        fs: The pyarrow filesystem for reading and moving data files.
+    """
+
+    root: str
+    store: LogStore
+    fs: pafs.FileSystem
+
+    @classmethod
+    def of(cls, uri: str, *, store: LogStore | None = None) -> Location:
+        """Resolves a table URI: a local path or a ``file:`` URI.
+
+        Args:
+            uri: The table root as the user gave it.
+            store: The store to use instead of the local filesystem's (tests, overlays).
+
+        Raises:
+            UnsupportedFeatureError: The URI names a store deltatx cannot use yet
+                (``s3://``, ``gs://``, ``abfss://``, ``hdfs://``, ...).
+            InvalidArgumentError: The path is empty or the URI is malformed.
+        """
+        root = table_root(uri)
+        return cls(root, store if store is not None else LocalLogStore(), pafs.LocalFileSystem())
+
+    def with_store(self, store: LogStore) -> Location:
+        """The same root over another store (an overlay that keeps writes in memory)."""
+        return Location(self.root, store, self.fs)
+
+    @property
+    def uri(self) -> str:
+        """The root as a URI, for engines that address files by URI (Spark)."""
+        return "file://" + self.root
+
+    @property
+    def log_dir(self) -> str:
+        """The ``_delta_log`` directory."""
+        return f"{self.root.rstrip('/')}/{LOG_DIR}"
+
+    def child(self, relative: str) -> str:
+        """The location of an on-disk (decoded) path relative to the root."""
+        return f"{self.root.rstrip('/')}/{relative}"
+
+    # -- paths found in the log --------------------------------------------------------------
+
+    def file(self, path: str, *, what: str = "file") -> str:
+        """The canonical location of a file path found in the log.
+
+        Relative paths (percent-encoded) must resolve inside the root; absolute paths and
+        ``file:`` URIs may point anywhere on the local filesystem, as the protocol allows.
+
+        Args:
+            path: The path as the log has it.
+            what: What names it, for the message (``data file``, ``deletion vector``).
+
+        Raises:
+            InvalidTableError: A relative path climbs out of the root, or a ``file:`` URI is
+                malformed.
+            UnsupportedFeatureError: The path is a URI of a store deltatx cannot read.
+        """
+        try:
+            location = resolve(path, root=self.root)
+        except InvalidArgumentError as exc:
+            raise InvalidTableError(f"{what} {path!r}: {exc}") from None
+        if is_relative(path):
+            if relative_to(location, root=self.root) is None:
+                raise InvalidTableError(
+                    f"{what} {path!r} resolves to {location}, outside the table root "
+                    f"{self.root}; a relative path must stay inside the table"
+                )
+        elif (scheme := scheme_of(location)) is not None:
+            raise UnsupportedFeatureError(
+                f"{what} {path!r} is on {scheme}:// storage, which deltatx cannot read yet",
+                feature=f"storage:{scheme}",
+            )
+        return location
+
+    def key(self, path: str) -> str:
+        """The one key of the file a log path names (see :func:`file_key`)."""
+        return file_key(path, root=self.root)
+
+    def relative(self, location: str) -> str | None:
+        """A canonical location's path below the root, or None when it is not below it."""
+        return relative_to(location, root=self.root)
+
+    # -- I/O ---------------------------------------------------------------------------------
+
+    def read(self, location: str) -> bytes:
+        """A whole file.
+
+        Raises:
+            FileNotFoundError: There is no file there.
+            IsADirectoryError: It is a directory.
+        """
+        return self.store.read(location)
+
+    def write_if_absent(self, location: str, data: bytes) -> None:
+        """Writes a whole file atomically, only if nothing is there: the commit primitive.
+
+        Raises:
+            FileAlreadyExistsError: Another writer got there first.
+        """
+        self.store.write(location, data, overwrite=False)
+
+    def overwrite(self, location: str, data: bytes) -> None:
+        """Writes a whole file atomically, replacing what is there."""
+        self.store.write(location, data, overwrite=True)
+
+    def exists(self, location: str) -> bool:
+        """Whether a file (or directory) exists at ``location``."""
+        return self.store.exists(location)
+
+    def list_dir(self, directory: str, start_name: str = "") -> list[FileStatus]:
+        """The files directly in ``directory`` from ``start_name`` on, by name."""
+        return self.store.list_from(directory, start_name)
+
+    def walk(self) -> Iterator[FileStatus]:
+        """Every regular file under the root (symbolic links are not followed or listed)."""
+        return self.store.walk(self.root)
+
+    def delete(self, location: str) -> None:
+        """Removes a file; a missing file is not an error."""
+        self.store.delete(location)

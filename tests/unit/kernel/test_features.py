@@ -1,0 +1,52 @@
+"""Protocol versions and table features: what deltatx can read and write."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltatx.errors import UnsupportedFeatureError
+from deltatx.kernel.actions import ProtocolAction
+from deltatx.kernel.features import (
+    DEFAULT_PROTOCOL,
+    check_readable,
+    check_writable,
+    reader_features,
+    writer_features,
+)
+
+
+def test_legacy_versions_imply_their_features() -> None:
+    assert reader_features(DEFAULT_PROTOCOL) == frozenset()
+    assert "appendOnly" in writer_features(DEFAULT_PROTOCOL)
+    assert "columnMapping" in reader_features(ProtocolAction(2, 5))
+
+
+def test_table_features_protocols_list_them_explicitly() -> None:
+    p = ProtocolAction(
+        3, 7, reader_features=("deletionVectors",), writer_features=("deletionVectors",)
+    )
+    assert reader_features(p) == {"deletionVectors"}
+    check_writable(p)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "feature"),
+    [
+        (ProtocolAction(4, 7), None),
+        (
+            ProtocolAction(3, 7, reader_features=("columnMapping",), writer_features=()),
+            "columnMapping",
+        ),
+    ],
+)
+def test_unreadable_protocols_are_refused(protocol: ProtocolAction, feature: str | None) -> None:
+    with pytest.raises(UnsupportedFeatureError) as info:
+        check_readable(protocol)
+    assert info.value.feature == feature
+
+
+def test_an_unsupported_writer_feature_is_refused_by_name() -> None:
+    p = ProtocolAction(1, 7, writer_features=("rowTracking",))
+    check_readable(p)
+    with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
+        check_writable(p)

@@ -1,0 +1,181 @@
+"""Snapshot and log replay: one file per spelling, superseded partial metaData, bad sizes."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deltatx.errors import InvalidTableError
+from deltatx.kernel.log_paths import commit_name
+from deltatx.log import DeltaLog, Snapshot
+from deltatx.log.checkpoint import write_checkpoint
+from deltatx.storage import MemoryLogStore
+
+from ..log_helpers import SCHEMA, add, create, info, remove, write_commit
+
+ROOT = "/mem/t"
+
+
+def _log() -> tuple[MemoryLogStore, DeltaLog]:
+    store = MemoryLogStore()
+    return store, DeltaLog.for_table(ROOT, store=store)
+
+
+def _spellings(relative: str) -> list[str]:
+    """Ways the protocol lets a log name the file at ``ROOT/relative`` (decoded)."""
+    encoded = quote(relative)
+    return [
+        relative,
+        encoded,
+        f"{ROOT}/{relative}",
+        f"file:{ROOT}/{encoded}",
+        f"file://{ROOT}/{encoded}",
+        f"file://localhost{ROOT}/{encoded}",
+        f"./{encoded}",
+    ]
+
+
+_NAME = st.text(alphabet="ab %+=é", min_size=1, max_size=6).filter(
+    lambda s: s.strip(".") != "" and "%" not in s
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(_NAME, min_size=1, max_size=3),
+    added=st.integers(0, 6),
+    removed=st.integers(0, 6),
+)
+def test_a_file_added_under_one_spelling_is_removed_under_another(
+    parts: list[str], added: int, removed: int
+) -> None:
+    store, log = _log()
+    relative = "/".join(parts)
+    spellings = _spellings(relative)
+    create(store, ROOT)
+    write_commit(store, ROOT, 1, [info(2_000), add(spellings[added])])
+    assert log.snapshot().num_files == 1
+    write_commit(store, ROOT, 2, [info(3_000), remove(spellings[removed])])
+    assert log.snapshot().num_files == 0
+    # The incremental path agrees with the full load.
+    assert log.update(log.snapshot(1)).num_files == 0
+
+
+def test_a_respelt_add_replaces_the_file_rather_than_doubling_it() -> None:
+    store, log = _log()
+    create(store, ROOT)
+    write_commit(store, ROOT, 1, [info(2_000), add("a%20b/x.parquet", size=1)])
+    write_commit(store, ROOT, 2, [info(3_000), add(f"file://{ROOT}/a%20b/x.parquet", size=2)])
+    snap = log.snapshot()
+    assert snap.num_files == 1 and snap.size_in_bytes == 2
+
+
+def test_spellings_are_one_file_across_a_checkpoint() -> None:
+    store, log = _log()
+    create(store, ROOT)
+    write_commit(store, ROOT, 1, [info(2_000), add(f"{ROOT}/d=1/x%3Ay.parquet")])
+    log.checkpoint()
+    write_commit(store, ROOT, 2, [info(3_000), remove("d=1/x%3Ay.parquet")])
+    assert log.snapshot().num_files == 0
+
+
+def _partial_metadata() -> str:
+    # What Delta Live Tables writes first: a metaData without schemaString.
+    return json.dumps(
+        {
+            "metaData": {
+                "id": "dlt",
+                "format": {"provider": "parquet", "options": {}},
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 1,
+            }
+        }
+    )
+
+
+def _full_metadata() -> str:
+    return json.dumps(
+        {
+            "metaData": {
+                "id": "dlt",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": SCHEMA,
+                "partitionColumns": [],
+                "configuration": {},
+            }
+        }
+    )
+
+
+def _raw(store: MemoryLogStore, version: int, *lines: str) -> None:
+    store.write(f"{ROOT}/_delta_log/{commit_name(version)}", ("\n".join(lines) + "\n").encode())
+
+
+PROTOCOL_LINE = json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+INFO_LINE = json.dumps({"commitInfo": {"timestamp": 5, "operation": "CREATE TABLE"}})
+
+
+def test_a_superseded_partial_metadata_does_not_fail_replay() -> None:
+    store, log = _log()
+    _raw(store, 0, INFO_LINE, PROTOCOL_LINE, _partial_metadata())
+    _raw(store, 1, INFO_LINE, _full_metadata())
+    snap = log.snapshot()
+    assert snap.metadata.schema_string == SCHEMA
+    assert log.update(log.snapshot(1)).version == 1
+    assert [e.version for e in log.history()] == [1, 0]
+
+
+def test_a_partial_metadata_in_force_is_still_refused() -> None:
+    store, log = _log()
+    _raw(store, 0, INFO_LINE, PROTOCOL_LINE, _partial_metadata())
+    with pytest.raises(InvalidTableError, match=r"00000000000000000000\.json line 3"):
+        log.snapshot()
+
+
+def test_a_negative_file_size_is_refused_naming_file_and_commit() -> None:
+    store, log = _log()
+    create(store, ROOT)
+    write_commit(store, ROOT, 1, [info(2_000), add("ok.parquet"), add("bad.parquet", size=-5)])
+    with pytest.raises(InvalidTableError, match=r"00001\.json line 3: add 'bad.parquet'.*-5"):
+        log.snapshot()
+
+
+def test_a_negative_file_size_in_a_checkpoint_is_refused() -> None:
+    store, log = _log()
+    create(store, ROOT)
+    write_commit(store, ROOT, 1, [info(2_000), add("f.parquet", size=5)])
+    snap = log.snapshot()
+    sizes = pa.array([-5], pa.int64())
+    write_checkpoint(
+        store,
+        log.log_path,
+        version=1,
+        files=snap.files.set_column(snap.files.schema.get_field_index("size"), "size", sizes),
+        tombstones=snap.tombstone_table(),
+        protocol=snap.protocol,
+        metadata=snap.metadata,
+        app_transactions={},
+        domain_metadata={},
+    )
+    # Without the commits to fall back on, the checkpoint is the only account of version 1.
+    store.delete(f"{ROOT}/_delta_log/{commit_name(0)}")
+    with pytest.raises(InvalidTableError, match=r"checkpoint\.parquet: add 'f\.parquet'.*-5"):
+        log.snapshot()
+
+
+def test_a_snapshot_is_a_value_without_its_loader() -> None:
+    store, log = _log()
+    create(store, ROOT, ts=1_234)
+    snap = log.snapshot()
+    assert not hasattr(snap, "log")
+    assert "log" not in Snapshot.__slots__
+    assert (snap.table_path, snap.version, snap.timestamp) == (ROOT, 0, 1_234)
+    store.delete(f"{ROOT}/_delta_log/{commit_name(0)}")
+    # Everything a snapshot answers, it answers without storage.
+    assert (snap.timestamp, snap.num_files, snap.schema.fields[0].name) == (1_234, 0, "id")
