@@ -87,6 +87,18 @@ class SchemaMismatchError(DeltaError):
         self.column = column
 
 
+class StorageAccessError(DeltaError):
+    """The table's storage refused an operation (no permission, a name it cannot hold).
+
+    Attributes:
+        path: The path the storage refused, where it is known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class JavaNotFoundError(DeltaError):
     """No Java runtime was found, so a local Spark session cannot start."""
 

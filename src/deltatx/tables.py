@@ -18,7 +18,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.builders import MergeBuilder, OptimizeBuilder
-from deltatx.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
+from deltatx.errors import (
+    InvalidArgumentError,
+    ProtocolChangedException,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
 from deltatx.kernel.actions import Metadata
 from deltatx.kernel.features import protocol_for_configuration, reader_features, writer_features
 from deltatx.kernel.metrics import (
@@ -30,7 +35,7 @@ from deltatx.kernel.metrics import (
 )
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import validate_properties
-from deltatx.kernel.schema import StructField, StructType
+from deltatx.kernel.schema import StructField, StructType, parse_schema
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.restore import stage_restore
 from deltatx.log.snapshot import Snapshot
@@ -329,8 +334,25 @@ class DeltaTable:
             ),
             {},
         )
-        txn.commit()
+        try:
+            txn.commit()
+        except ProtocolChangedException as exc:
+            # Another writer created the table between our existence check and our commit.
+            if if_not_exists and exc.winning_version == 0 and table._same_table(metadata):
+                raise TableAlreadyExistsError(
+                    f"another writer created the Delta table at {table.path} at the same time,"
+                    " with the same schema and partitioning; nothing was written"
+                ) from exc
+            raise
         return table
+
+    def _same_table(self, metadata: Metadata) -> bool:
+        """Whether the table's version 0 has ``metadata``'s schema and partitioning."""
+        theirs = self._log.snapshot(0).metadata
+        return (
+            parse_schema(theirs.schema_string) == parse_schema(metadata.schema_string)
+            and theirs.partition_columns == metadata.partition_columns
+        )
 
     def begin(self) -> Transaction:
         """Starts a transaction pinned to the latest version."""

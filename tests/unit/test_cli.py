@@ -80,6 +80,8 @@ def test_errors_are_one_line_with_documented_codes(
     assert code == 2 and err.strip().count("\n") == 0 and "no Delta table" in err
     code, _, err = run_cli("files", str(table), "--version", "99")
     assert code == 2 and "99" in err
+    code, out, err = run_cli("history", str(table), "--limit", "-1")
+    assert code == 2 and "limit" in err and out == ""
 
 
 def test_conflicts_explains_the_collisions(

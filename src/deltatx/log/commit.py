@@ -39,7 +39,7 @@ from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningComm
 from deltatx.kernel.conflicts_row_level import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import commit_name
-from deltatx.kernel.operations import Operation
+from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import parse_schema
 from deltatx.kernel.table_configuration import TableConfiguration
@@ -309,15 +309,25 @@ def settle(
     return Settlement(pending, checker, None)
 
 
+_APPENDS = frozenset({OperationName.WRITE, OperationName.STREAMING_UPDATE})
+
+
 def _rebase_table_creation(pending: PendingCommit, winner: WinningCommit) -> PendingCommit | None:
     """Lets a plain append that raced to create a table land on the winner's table.
 
     Only when the loser created the table (read version -1), the winner is version 0, the
-    loser's commit is a blind append, and both tables have the same schema, partitioning and
-    properties: then dropping the loser's protocol and metadata leaves an append that cannot
-    conflict, and no data is lost. Anything else keeps the ProtocolChangedException.
+    loser's commit is a blind append that carries rows, and both tables have the same schema,
+    partitioning and properties: then dropping the loser's protocol and metadata leaves an
+    append that cannot conflict, and no data is lost. A creation with no rows (CREATE TABLE)
+    has nothing left to append, so it keeps the ProtocolChangedException that Delta Lake's
+    isolation-level documentation gives when several writers create a table at once, instead of
+    recording a second CREATE TABLE.
     """
     if pending.read_version != -1 or winner.version != 0 or not pending.is_blind_append:
+        return None
+    if pending.operation.name not in _APPENDS or not any(
+        isinstance(a, AddFile) for a in pending.actions
+    ):
         return None
     ours = next((a for a in pending.actions if isinstance(a, Metadata)), None)
     theirs = winner.metadata

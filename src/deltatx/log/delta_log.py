@@ -397,13 +397,16 @@ class DeltaLog:
 
         Raises:
             TableNotFoundError: There is no table at the path.
+            InvalidArgumentError: ``limit`` is negative.
         """
+        if limit is not None and limit < 0:
+            raise InvalidArgumentError(f"history limit must be 0 or more, got {limit}")
         commits = self._commit_statuses()
         if not commits:
             raise TableNotFoundError(f"{self.table_path} is not a Delta table")
         commits.reverse()
         if limit is not None:
-            commits = commits[: max(limit, 0)]
+            commits = commits[:limit]
         out = []
         for version, status in commits:
             info = self.commit_info(version)

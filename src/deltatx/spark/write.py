@@ -8,6 +8,7 @@ the files stay invisible until a commit adds them.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 import uuid
@@ -22,7 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from deltatx.errors import InvalidArgumentError, SchemaMismatchError
+from deltatx.errors import InvalidArgumentError, SchemaMismatchError, StorageAccessError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.log_paths import STAGING_PREFIX
 from deltatx.kernel.schema import PrimitiveType, StructType
@@ -279,6 +280,7 @@ def write_files(
             writer.save(location.spark_path(staging_rel))
         except Exception as exc:
             _raise_not_null_violation(exc)
+            _raise_storage_refusal(exc, table_path, columns)
             raise
         return _publish(
             location,
@@ -302,6 +304,62 @@ def _raise_not_null_violation(exc: Exception) -> None:
     raise SchemaMismatchError(
         f"NULL value in NOT NULL column '{column}'; nothing was written.", column=column
     ) from None
+
+
+# Spark reports a storage refusal as a Java exception whose text carries the OS's words; a
+# name longer than the file system allows shows only as a directory it failed to create.
+_NAME_TOO_LONG = re.compile(r"File name too long|ENAMETOOLONG", re.IGNORECASE)
+_MKDIRS_FAILED = re.compile(r"Mkdirs failed to create (\S+)")
+_NO_PERMISSION = re.compile(
+    r"Permission denied|Operation not permitted|AccessDeniedException|EACCES|EPERM",
+    re.IGNORECASE,
+)
+_MAX_NAME_BYTES = 255
+
+
+def _raise_storage_refusal(exc: Exception, table_path: str, columns: Sequence[str]) -> None:
+    text = str(exc)
+    failed = _MKDIRS_FAILED.search(text)
+    long_names = [
+        part
+        for part in (failed.group(1).split("/") if failed else ())
+        if len(part.encode()) > _MAX_NAME_BYTES
+    ]
+    if long_names or _NAME_TOO_LONG.search(text):
+        column = long_names[0].partition("=")[0] if long_names else None
+        where = f"partition column '{column}'" if column in columns else "a partition value"
+        raise InvalidArgumentError(
+            f"{where}: a value is too long to be part of a directory name (file systems allow "
+            f"{_MAX_NAME_BYTES} bytes per name). Shorten the values or partition by a shorter "
+            "derived column; nothing was written."
+        ) from None
+    if failed or _NO_PERMISSION.search(text):
+        raise StorageAccessError(
+            f"cannot write data files under {table_path}: the storage refused (no permission "
+            "to create files there). Check that this user may write the table directory; "
+            "nothing was written.",
+            path=table_path,
+        ) from None
+
+
+def _refuse_links_out_of_root(location: TableLocation, parents: Sequence[str]) -> None:
+    """Refuses to publish through a directory that is a symbolic link leading out of the root.
+
+    A file moved through such a link would land outside the table, where the log's relative
+    path no longer reaches it and other tables' files may be overwritten.
+    """
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        return
+    root = os.path.realpath(location.root)
+    for parent in parents:
+        resolved = os.path.realpath(location.fs_path(parent))
+        if resolved != root and not resolved.startswith(root + os.sep):
+            raise StorageAccessError(
+                f"partition directory '{parent}' under {location.root} leads to {resolved}, "
+                "outside the table root (a symbolic link); refusing to write through it. "
+                "Nothing was committed.",
+                path=location.fs_path(parent),
+            )
 
 
 def _is_hidden(component: str) -> bool:
@@ -332,7 +390,9 @@ def _publish(
         ):
             produced.append(rel)
     produced.sort()
-    for parent in sorted({rel.rpartition("/")[0] for rel in produced} - {""}):
+    parents = sorted({rel.rpartition("/")[0] for rel in produced} - {""})
+    _refuse_links_out_of_root(location, parents)
+    for parent in parents:
         fs.create_dir(location.fs_path(parent), recursive=True)
 
     def publish_one(rel: str) -> AddFile | None:

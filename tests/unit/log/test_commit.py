@@ -222,6 +222,52 @@ def test_racing_creators_with_different_schemas_get_protocol_changed() -> None:
     assert log.latest_version() == 0
 
 
+def _create_table_txn(log: DeltaLog) -> OptimisticTransaction:
+    txn = OptimisticTransaction(log, None)
+    txn.update_protocol(DEFAULT_PROTOCOL)
+    txn.update_metadata(Metadata(id="m", schema_string=SCHEMA, partition_columns=("part",)))
+    txn.record_operation(Operation(OperationName.CREATE_TABLE, {}), {})
+    return txn
+
+
+def test_racing_create_table_with_identical_arguments_gets_protocol_changed() -> None:
+    """Seed 000: ProtocolChangedException when several writers create or replace a table at
+    the same time. Two CREATE TABLEs with the same arguments must not both be recorded (the
+    loser has no rows to append, so nothing can be rebased)."""
+    log = DeltaLog.for_table(ROOT, store=MemoryLogStore())
+    a, b = _create_table_txn(log), _create_table_txn(log)
+    assert a.commit() == 0
+    with pytest.raises(ProtocolChangedException) as info:
+        b.commit()
+    assert info.value.winning_version == 0
+    assert log.latest_version() == 0
+    assert [_commit_info(log, 0).operation] == ["CREATE TABLE"]
+
+
+def test_racing_create_if_not_exists_reports_the_table_that_won(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loser of a CREATE TABLE IF NOT EXISTS race learns, by a typed error, that the same
+    table now exists; with another schema it gets ProtocolChangedException."""
+    from deltatx.errors import TableAlreadyExistsError
+    from deltatx.kernel.schema import parse_schema
+    from deltatx.tables import DeltaTable
+
+    root = str(tmp_path / "t")
+    schema = parse_schema(SCHEMA)
+    other = parse_schema(SCHEMA.replace('"value"', '"other"'))
+    DeltaTable.create(None, root, schema=schema, partition_by=["part"])  # type: ignore[arg-type]
+    # The loser checked for the table before the winner committed.
+    monkeypatch.setattr(DeltaLog, "table_exists", lambda self: False)
+    with pytest.raises(TableAlreadyExistsError, match="at the same time"):
+        DeltaTable.create(None, root, schema=schema, partition_by=["part"], if_not_exists=True)  # type: ignore[arg-type]
+    with pytest.raises(ProtocolChangedException):
+        DeltaTable.create(None, root, schema=schema, partition_by=["part"])  # type: ignore[arg-type]
+    with pytest.raises(ProtocolChangedException):
+        DeltaTable.create(None, root, schema=other, partition_by=["part"], if_not_exists=True)  # type: ignore[arg-type]
+    assert DeltaLog.for_table(root).latest_version() == 0
+
+
 def test_invalid_commits_are_refused_before_writing() -> None:
     log = create_table(MemoryLogStore(), ROOT)
     txn = begin(log)

@@ -294,6 +294,9 @@ def test_history_newest_first(store: MemoryLogStore, log: DeltaLog) -> None:
     assert hist[0].commit_info is None
     assert hist[1] == HistoryEntry(1, 200, CommitInfo(timestamp=200, operation="DELETE"))
     assert [h.version for h in log.history(limit=2)] == [2, 1]
+    assert log.history(limit=0) == []
+    with pytest.raises(InvalidArgumentError, match="-1"):
+        log.history(limit=-1)
 
 
 def test_scan_files_without_predicate_is_every_file(store: MemoryLogStore, log: DeltaLog) -> None:
