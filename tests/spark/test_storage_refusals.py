@@ -18,8 +18,7 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import InvalidArgumentError
-StorageAccessError = InvalidArgumentError
+from deltatx.errors import InvalidArgumentError, StorageAccessError
 
 
 def _files_under(path: Path) -> set[str]:
