@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import InvalidArgumentError, StorageAccessError
+from deltatx.errors import InvalidArgumentError, InvalidTableError, StorageAccessError
 
 
 def _files_under(path: Path) -> set[str]:
@@ -80,7 +80,7 @@ def test_writing_through_a_partition_symlink_out_of_the_root_is_refused(
     (outside / "canary.txt").write_text("canary")
     (root / "p=b").symlink_to(outside, target_is_directory=True)
     before = _files_under(root)
-    with pytest.raises(StorageAccessError, match="outside the table root"):
+    with pytest.raises(InvalidTableError, match="outside the table root"):
         deltatx.write(spark.createDataFrame([(2, "b")], "id INT, p STRING"), str(root))
     assert sorted(p.name for p in outside.iterdir()) == ["canary.txt"]
     assert _files_under(root) == before

@@ -95,7 +95,9 @@ def files_to_dataframe(
     partition_set = set(columns)
     data_schema = StructType(tuple(f for f in schema.fields if f.name not in partition_set))
     # Relative paths must stay inside the root (a crafted log must not read other files).
-    spark_paths = ["file://" + location.file(f.path, what="data file") for f in files]
+    locations = [location.file(f.path, what="data file") for f in files]
+    location.refuse_links_out(locations, what="data file")
+    spark_paths = ["file://" + loc for loc in locations]
     keys = [uri_path_key(p) for p in spark_paths]
     # Keyed by path alone, a file listed twice (even once relative, once absolute) would have
     # its rows joined twice.

@@ -8,7 +8,6 @@ the files stay invisible until a commit adds them.
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 import uuid
@@ -342,26 +341,6 @@ def _raise_storage_refusal(exc: Exception, table_path: str, columns: Sequence[st
         ) from None
 
 
-def _refuse_links_out_of_root(location: TableLocation, parents: Sequence[str]) -> None:
-    """Refuses to publish through a directory that is a symbolic link leading out of the root.
-
-    A file moved through such a link would land outside the table, where the log's relative
-    path no longer reaches it and other tables' files may be overwritten.
-    """
-    if not isinstance(location.fs, pafs.LocalFileSystem):
-        return
-    root = os.path.realpath(location.root)
-    for parent in parents:
-        resolved = os.path.realpath(location.fs_path(parent))
-        if resolved != root and not resolved.startswith(root + os.sep):
-            raise StorageAccessError(
-                f"partition directory '{parent}' under {location.root} leads to {resolved}, "
-                "outside the table root (a symbolic link); refusing to write through it. "
-                "Nothing was committed.",
-                path=location.fs_path(parent),
-            )
-
-
 def _is_hidden(component: str) -> bool:
     """Spark's bookkeeping (``_SUCCESS``, ``_temporary``, ``.crc`` files), not a partition."""
     return component.startswith(".") or (component.startswith("_") and "=" not in component)
@@ -391,7 +370,10 @@ def _publish(
             produced.append(rel)
     produced.sort()
     parents = sorted({rel.rpartition("/")[0] for rel in produced} - {""})
-    _refuse_links_out_of_root(location, parents)
+    # A partition directory that is a link out of the root would publish files elsewhere.
+    Location.of(location.root).refuse_links_out(
+        [location.fs_path(rel) for rel in produced], what="partition"
+    )
     for parent in parents:
         fs.create_dir(location.fs_path(parent), recursive=True)
 

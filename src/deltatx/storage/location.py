@@ -13,7 +13,9 @@ other URI scheme is refused by name there, before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import posixpath
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
@@ -113,6 +115,30 @@ class Location:
                 feature=f"storage:{scheme}",
             )
         return location
+
+    def refuse_links_out(self, locations: Iterable[str], *, what: str) -> None:
+        """Refuses files under the root whose directory a symbolic link leads out of the root.
+
+        The log names such a file by a path inside the table, yet reading or writing it would
+        touch another directory: a crafted link must not make a table read or overwrite
+        foreign files. Files the log names by an absolute path elsewhere are not concerned
+        (the protocol allows them). Each directory is resolved once.
+
+        Raises:
+            InvalidTableError: A directory leads out of the root; the message names both.
+        """
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return
+        real_root = os.path.realpath(self.root)
+        inside = real_root.rstrip("/") + "/"
+        parents = {posixpath.dirname(loc) for loc in locations if self.relative(loc) is not None}
+        for parent in sorted(parents):
+            real = os.path.realpath(parent)
+            if real != real_root and not real.startswith(inside):
+                raise InvalidTableError(
+                    f"{what} directory {parent} leads to {real}, outside the table root "
+                    f"{self.root} (a symbolic link); refusing to go through it"
+                )
 
     def key(self, path: str) -> str:
         """The one key of the file a log path names (see :func:`file_key`)."""
