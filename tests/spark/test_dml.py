@@ -264,6 +264,38 @@ def test_merge_ambiguous_source_writes_nothing(spark: SparkSession, table_dir: P
     assert dt.version() == version
 
 
+@pytest.mark.parametrize("dv", [True, False])
+def test_merge_lone_unconditional_delete_allows_duplicate_matches(
+    spark: SparkSession, table_dir: Path, dv: bool
+) -> None:
+    """Deleting a matched row does not depend on which source row matched it, so delta-spark
+    allows duplicate matches for a lone unconditional WHEN MATCHED DELETE; so does deltatx,
+    deleting and counting each target row once. Any other matched clause stays ambiguous."""
+    dt = make_table(spark, table_dir, partitioned=True, dv=dv)
+    before = {r.id for r in dt.to_df().collect()}
+    dup = spark.createDataFrame(
+        [(3, "a", "b", 1.0), (3, "a", "b", 2.0), (4, "a", "b", 1.0), (999, "a", "b", 1.0)],
+        SCHEMA,
+    )
+    m = (
+        dt.alias("t")
+        .merge(dup.alias("s"), "t.id = s.id")
+        .when_matched_delete()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert m.num_target_rows_deleted == 2
+    assert m.num_target_rows_inserted == 1
+    assert sorted(r.id for r in dt.to_df().collect()) == sorted((before - {3, 4}) | {999})
+    again = spark.createDataFrame([(6, "a", "b", 1.0), (6, "a", "b", 2.0)], SCHEMA)
+    version = dt.version()
+    with pytest.raises(InvalidArgumentError, match="several source rows"):
+        dt.alias("t").merge(again.alias("s"), "t.id = s.id").when_matched_delete(
+            "s.v > 0"
+        ).execute()
+    assert dt.version() == version
+
+
 def test_merge_target_predicate_prunes_and_is_recorded(
     spark: SparkSession, table_dir: Path
 ) -> None:

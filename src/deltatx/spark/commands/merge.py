@@ -144,10 +144,25 @@ def stage_merge(
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InvalidConditionError(f"merge does not resolve: {first}") from None
 
+    matched = [c for c in clauses if c.kind.group == "matched"]
+    # Deleting a matched row is the same whichever source row matched it, so, as in delta-spark,
+    # a lone unconditional WHEN MATCHED DELETE allows duplicate matches: each target row is
+    # kept once so that it is deleted and counted once.
+    lone_delete = (
+        len(matched) == 1
+        and matched[0].kind is ClauseKind.MATCHED_DELETE
+        and matched[0].condition is None
+    )
+    if lone_delete:
+        both = F.col(_IN_TARGET).isNotNull() & F.col(_IN_SOURCE).isNotNull()
+        classified = (
+            classified.filter(both)
+            .dropDuplicates([FILE_INDEX_COLUMN, ROW_INDEX_COLUMN])
+            .union(classified.filter(~both))
+        )
     classified = classified.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        has_matched_writes = any(c.kind.group == "matched" for c in clauses)
-        if has_matched_writes:
+        if matched and not lone_delete:
             dup = (
                 classified.filter(F.col(_IN_TARGET).isNotNull() & F.col(_IN_SOURCE).isNotNull())
                 .groupBy(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
