@@ -4,8 +4,9 @@ This is phase three of optimistic concurrency (seed 002): the data files are alr
 and invisible; publishing the commit file is the single atomic step. When another writer got
 the version first, every winning commit is read in order and run through the
 :class:`~deltatx.kernel.conflicts.ConflictChecker`; if none conflicts the same actions are tried
-at the next version. A transaction id in ``commitInfo`` lets a writer recognise its own commit
-after an ambiguous I/O failure instead of committing twice.
+at the next version, rebased where rows allow (the deletion vectors a rebase needs are written
+once, just before the attempt that publishes them). A transaction id in ``commitInfo`` lets a
+writer recognise its own commit after an ambiguous I/O failure instead of committing twice.
 """
 
 from __future__ import annotations
@@ -40,8 +41,13 @@ from deltatx.kernel.actions import (
 )
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
-from deltatx.kernel.conflicts_row_level import RowLevelChecker, RowLevelWork, checker_for
-from deltatx.kernel.deletion_vectors import dv_relative_path
+from deltatx.kernel.conflicts_row_level import (
+    RebasePlan,
+    RowLevelChecker,
+    RowLevelWork,
+    checker_for,
+)
+from deltatx.kernel.deletion_vectors import descriptor_location, dv_relative_path
 from deltatx.kernel.features import check_writable, writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import LOG_DIR, commit_name
@@ -49,6 +55,13 @@ from deltatx.kernel.operations import Operation
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import parse_schema
 from deltatx.kernel.transaction import ReadSet, is_blind_append
+from deltatx.log.row_level import (
+    NOTHING_WRITTEN,
+    WrittenVectors,
+    discard_unpublished,
+    resolve_row_level,
+    write_planned_vectors,
+)
 from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import FileAlreadyExistsError
 from deltatx.version import __version__
@@ -293,10 +306,14 @@ def commit(
     )
     attempt_version = read_version + 1
     started = time.monotonic()
+    plan = RebasePlan(pending)
     checker = checker_for(pending)
+    written = NOTHING_WRITTEN
     for attempt in range(1, limit + 1):
+        # The plan's deletion vectors are written here, once per plan, never while checking.
+        written = write_planned_vectors(log, plan, written)
         data = serialize_commit(
-            [replace(info, timestamp=int(time.time() * 1000)), *pending.actions]
+            [replace(info, timestamp=int(time.time() * 1000)), *written.actions(plan)]
         )
         path = f"{log.log_path}/{commit_name(attempt_version)}"
         fault_point("commit.before_write")
@@ -307,30 +324,83 @@ def commit(
             pass
         except OSError as exc:
             if not _landed(log, attempt_version, txn_id):
+                # Ambiguous: the commit may still appear, so its vectors stay.
                 raise CommitFailedError(
                     f"writing {path} failed ({exc}); the commit was not published"
                 ) from exc
+            _discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         else:
             fault_point("commit.after_write")
+            _discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         latest = log.latest_version()
         for version in range(attempt_version, latest + 1):
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
-            settled = settle(log, checker, pending, winner)
-            pending, checker = settled.pending, settled.checker
+            try:
+                settled = settle(log, checker, plan, winner)
+            except BaseException:
+                discard_unpublished(log, written)
+                raise
+            plan, checker = settled.plan, settled.checker
         attempt_version = max(latest + 1, attempt_version)
         if attempt > 3:
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
+    discard_unpublished(log, written)
     raise CommitRetriesExceededError(
         attempts=limit,
         start_version=read_version + 1,
         failed_version=attempt_version,
-        num_actions=len(pending.actions),
+        num_actions=len(plan.pending.actions),
         elapsed_ms=(time.monotonic() - started) * 1000,
     )
+
+
+def _discard_superseded(
+    log: DeltaLog, staged: PendingCommit, written: WrittenVectors, plan: RebasePlan
+) -> None:
+    """Deletes the DV files this transaction staged that its rebased commit no longer uses.
+
+    A deletion-vector DML writes its vectors before committing (a new file of its own); when
+    settlement rebased a file's vector, the published commit carries the plan's vector instead
+    and the staged one is referenced by nothing. Only the vectors of the staged commit's own
+    ``remove(P)`` + ``add(P, new vector)`` pairs are candidates, and only files that no action
+    of the published commit and no file the transaction read refers to. A failure is logged;
+    the commit stands and VACUUM removes the file later.
+    """
+    if written.location is None:
+        return
+    removed = {a.path: a for a in staged.actions if isinstance(a, RemoveFile)}
+    candidates = {
+        loc
+        for a in staged.actions
+        if isinstance(a, AddFile)
+        and a.path in plan.vectors
+        and a.path in removed
+        and removed[a.path].dv_id != a.dv_id
+        and (loc := _dv_location(a)) is not None
+    }
+    published = written.actions(plan)
+    keep = {_dv_location(a) for a in published if isinstance(a, AddFile | RemoveFile)}
+    keep |= {_dv_location(a) for a in staged.actions if isinstance(a, RemoveFile)}
+    keep |= {_dv_location(a) for a in staged.read_set.read_files.values()}
+    for location in sorted(candidates - keep):
+        try:
+            log.store.delete(f"{log.table_path.rstrip('/')}/{location}")
+        except OSError:
+            _log.warning("could not delete the superseded DV file %s", location, exc_info=True)
+
+
+def _dv_location(a: AddFile | RemoveFile) -> str | None:
+    dv = a.deletion_vector
+    if dv is None or dv.storage_type != "u":
+        return None
+    try:
+        return descriptor_location(dv)
+    except (InvalidTableError, InvalidArgumentError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,42 +408,43 @@ class Settlement:
     """A pending commit after one winner was checked and, where rows allow, rebased onto it.
 
     Attributes:
-        pending: The pending commit to go on with (rebased when the winner required it).
-        checker: The checker for ``pending``.
+        plan: What to go on with: the pending commit (rebased when the winner required it)
+            and the deletion vectors it must carry, not yet written.
+        checker: The checker for ``plan.pending``.
         work: What rows were compared (None when the winner was judged per file).
     """
 
-    pending: PendingCommit
+    plan: RebasePlan
     checker: ConflictChecker
     work: RowLevelWork | None
 
 
 def settle(
-    log: DeltaLog, checker: ConflictChecker, pending: PendingCommit, winner: WinningCommit
+    log: DeltaLog, checker: ConflictChecker, plan: RebasePlan, winner: WinningCommit
 ) -> Settlement:
-    """Checks ``pending`` against one winner: raises its conflict or returns how to go on.
+    """Checks ``plan`` against one winner: raises its conflict or returns how to go on.
+
+    Reads the log, deletion vectors and data files; writes nothing.
 
     Raises:
-        ConcurrentModificationException: The winner conflicts with ``pending``.
+        ConcurrentModificationException: The winner conflicts with ``plan.pending``.
     """
     if isinstance(checker, RowLevelChecker):
         # Row-level concurrency (seed 000): the kernel says what to compare, this layer reads
-        # the deletion vectors and rebases our vectors onto the winner's.
-        from deltatx.log.row_level import resolve_row_level
-
+        # the deletion vectors and plans our vectors on top of the winner's.
         work = checker.check_row_level(winner)
-        settled = resolve_row_level(log, pending, work)
-        if settled is pending:
-            return Settlement(pending, checker, work)
-        return Settlement(settled, checker_for(settled), work)
+        settled = resolve_row_level(log, plan, work)
+        if settled is plan:
+            return Settlement(plan, checker, work)
+        return Settlement(settled, checker_for(settled.pending), work)
     try:
         checker.check(winner)
     except ProtocolChangedException:
-        rebased = _rebase_table_creation(pending, winner)
+        rebased = _rebase_table_creation(plan.pending, winner)
         if rebased is None:
             raise
-        return Settlement(rebased, checker_for(rebased), None)
-    return Settlement(pending, checker, None)
+        return Settlement(RebasePlan(rebased, plan.vectors), checker_for(rebased), None)
+    return Settlement(plan, checker, None)
 
 
 def _rebase_table_creation(pending: PendingCommit, winner: WinningCommit) -> PendingCommit | None:

@@ -3,14 +3,12 @@
 from deltatx.storage.local import LocalLogStore
 from deltatx.storage.log_store import FileStatus, LogStore
 from deltatx.storage.memory import MemoryLogStore
-from deltatx.storage.overlay import OverlayLogStore
 
 __all__ = [
     "FileStatus",
     "LocalLogStore",
     "LogStore",
     "MemoryLogStore",
-    "OverlayLogStore",
     "store_for",
 ]
 
