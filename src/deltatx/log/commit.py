@@ -41,25 +41,21 @@ from deltatx.kernel.actions import (
 )
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
-from deltatx.kernel.conflicts_row_level import (
-    RebasePlan,
-    RowLevelChecker,
-    RowLevelWork,
-    checker_for,
-)
 from deltatx.kernel.deletion_vectors import descriptor_location, dv_relative_path
 from deltatx.kernel.features import check_writable, writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import LOG_DIR, commit_name
 from deltatx.kernel.operations import Operation
 from deltatx.kernel.properties import TableProperties, validate_properties
+from deltatx.kernel.row_level.plan import RebasePlan
+from deltatx.kernel.row_level.rules import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.schema import parse_schema
 from deltatx.kernel.transaction import ReadSet, is_blind_append
-from deltatx.log.row_level import (
+from deltatx.log.row_level.resolution import resolve_row_level
+from deltatx.log.row_level.vectors import (
     NOTHING_WRITTEN,
     WrittenVectors,
     discard_unpublished,
-    resolve_row_level,
     write_planned_vectors,
 )
 from deltatx.storage.faults import fault_point, fault_scope

@@ -17,25 +17,21 @@ from dataclasses import dataclass, replace
 
 from deltatx.errors import ConcurrentModificationException, InvalidArgumentError
 from deltatx.kernel.actions import Action, AddFile
-from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
 from deltatx.kernel.conflicts import PendingCommit, WinningCommit
-from deltatx.kernel.conflicts_row_level import (
-    RebasePlan,
-    RowLevelWork,
-    checker_for,
-    with_deleted_rows,
-)
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.features import writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.operations import Operation, OperationName
-from deltatx.kernel.row_level import row_level_limitation
+from deltatx.kernel.row_level.limitations import row_level_limitation
+from deltatx.kernel.row_level.plan import RebasePlan, with_deleted_rows
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
+from deltatx.kernel.row_level.rules import RowLevelWork, checker_for
 from deltatx.kernel.transaction import ReadTracker, is_blind_append
 from deltatx.log.commit import settle
 from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import DeltaLog
-from deltatx.log.row_level import matching_rows
+from deltatx.log.row_level.resolution import matching_rows
 from deltatx.log.snapshot import Snapshot
 
 _DML = frozenset({OperationName.DELETE, OperationName.UPDATE, OperationName.MERGE})

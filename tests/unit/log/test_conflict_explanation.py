@@ -22,9 +22,9 @@ import pytest
 
 from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile, Metadata
-from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.log.conflict_explanation import Explanation, explain_conflicts
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.delta_log import DeltaLog

@@ -1,4 +1,4 @@
-"""Row-level conflict detection: what a winner did to rows, left to the log layer as data.
+"""Which winner/loser pairs need rows compared: the row-level conflict rules, as data.
 
 On tables with deletion vectors (seed 000, "Conflictos de escritura con simultaneidad de nivel
 de fila"), some file-level conflicts are not conflicts at all:
@@ -7,34 +7,26 @@ de fila"), some file-level conflicts are not conflicts at all:
   rows: a winner that only added rows to a file's deletion vector is compared by rows.
 * OPTIMIZE and REORG conflict with nothing unless they use ZORDER BY, on partitioned tables
   too: a compaction's outputs record which rows of which source they hold
-  (:mod:`deltatx.kernel.compaction`), so a deletion vector written on one side is carried to
-  the other by row position, in either commit order.
+  (:mod:`deltatx.kernel.row_level.provenance`), so a deletion vector written on one side is
+  carried to the other by row position, in either commit order.
 
 The kernel cannot read deletion vectors (that is I/O), so :class:`RowLevelChecker` raises the
 conflicts that rows cannot settle and returns a :class:`RowLevelWork` describing the rest;
-:func:`deltatx.log.row_level.resolve_row_level` reads the vectors, raises row conflicts and
-rebases the pending commit.
+:func:`deltatx.log.row_level.resolution.resolve_row_level` reads the vectors, raises row
+conflicts and plans the rebase (:mod:`deltatx.kernel.row_level.plan`). Which conditions and
+tables row-level concurrency refuses is in :mod:`deltatx.kernel.row_level.limitations`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from collections.abc import Collection
+from dataclasses import dataclass
 
-from deltatx.kernel.actions import (
-    Action,
-    AddFile,
-    DeletionVectorDescriptor,
-    Metadata,
-    RemoveFile,
-)
-from deltatx.kernel.compaction import Segment, sources_by_path
+from deltatx.kernel.actions import AddFile, Metadata, RemoveFile
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
-from deltatx.kernel.deletion_vectors import loose_stats
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.isolation import IsolationLevel
-from deltatx.kernel.transaction import ReadSet
+from deltatx.kernel.row_level.provenance import Segment, sources_by_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,85 +109,6 @@ class RowLevelWork:
     def is_empty(self) -> bool:
         """Nothing to read or rebase: the winner is settled."""
         return not (self.dv_updates or self.appended or self.compacted or self.source_changes)
-
-
-def _no_vectors() -> Mapping[str, frozenset[int]]:
-    return MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class RebasePlan:
-    """What a pending commit must carry after settling against winners; nothing is written.
-
-    Settlement only decides. The deletion vectors it decides on are row sets here, and the
-    commit loop writes them, all into one DV file, just before it publishes ``N.json``
-    (:mod:`deltatx.log.row_level`); a commit that loses again and settles again never leaves
-    one DV file per winner behind, and explaining a conflict writes nothing at all.
-
-    Attributes:
-        pending: The pending commit, rebased: removes name the entries now in force, files
-            a winner compacted are replaced by its outputs, files with nothing left are only
-            removed. Until the plan is materialised, an add whose path is in ``vectors``
-            carries a stale deletion vector descriptor (or none).
-        vectors: Data file path -> every physical row its add must delete (the union of the
-            winners' rows and this transaction's): the deletion vectors still to be written.
-    """
-
-    pending: PendingCommit
-    vectors: Mapping[str, frozenset[int]] = field(default_factory=_no_vectors)
-
-    def rebased(
-        self,
-        actions: Iterable[Action],
-        *,
-        vectors: Mapping[str, frozenset[int]] | None = None,
-        read_set: ReadSet | None = None,
-        compaction_baseline: Mapping[str, DeletionVectorDescriptor | None] | None = None,
-    ) -> RebasePlan:
-        """This plan with new actions, more planned vectors, and a new read set or baseline.
-
-        Planned vectors of files no longer added are dropped.
-        """
-        acts = tuple(actions)
-        merged = {**self.vectors, **(vectors or {})}
-        added = {a.path for a in acts if isinstance(a, AddFile)}
-        kept = {p: rows for p, rows in merged.items() if p in added}
-        pending = replace(
-            self.pending,
-            actions=acts,
-            read_set=self.pending.read_set if read_set is None else read_set,
-            compaction_baseline=(
-                self.pending.compaction_baseline
-                if compaction_baseline is None
-                else compaction_baseline
-            ),
-        )
-        return RebasePlan(pending, MappingProxyType(kept))
-
-    def is_planned(self, add: AddFile) -> bool:
-        """Whether ``add`` (one of the pending actions) gets a vector from this plan."""
-        return add.path in self.vectors
-
-    def has_vector(self, add: AddFile) -> bool:
-        """Whether ``add`` (one of the pending actions) deletes rows (planned or stored)."""
-        return add.deletion_vector is not None or self.is_planned(add)
-
-
-def with_deleted_rows(
-    add: AddFile, deleted: frozenset[int], *, physical_rows: int | None
-) -> AddFile | None:
-    """``add`` with loose statistics, to carry ``deleted`` as its vector; None if no row is left.
-
-    Args:
-        add: The file entry.
-        deleted: Every row its vector must delete (what it deleted already and the new rows).
-        physical_rows: How many rows the file stores, or None when unknown (then the file is
-            kept even if every row is deleted).
-    """
-    if physical_rows is not None and len(deleted) >= physical_rows:
-        return None
-    # Deleted rows may have held the bounds.
-    return replace(add, stats=loose_stats(add.stats))
 
 
 def dv_updates_of(winner: WinningCommit) -> dict[str, DvUpdate]:

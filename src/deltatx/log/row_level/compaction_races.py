@@ -2,7 +2,8 @@
 
 Seed 000: with deletion vectors, OPTIMIZE conflicts with UPDATE, DELETE and MERGE (and with
 another OPTIMIZE) only when it uses ZORDER BY; partitioned tables get this too. A compaction
-output records which rows of which sources it holds (:mod:`deltatx.kernel.compaction`), so:
+output records which rows of which sources it holds (:mod:`deltatx.kernel.row_level.provenance`),
+so:
 
 * a DML that commits after a compaction of a file it changed moves its change onto the
   output: ``remove(P)`` + ``add(P, DV)`` becomes ``remove(O)`` + ``add(O, DV')`` where ``DV'``
@@ -29,27 +30,17 @@ from deltatx.errors import (
     InvalidTableError,
 )
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
-from deltatx.kernel.compaction import RowsNotLiveError, map_rows, segments_of
-from deltatx.kernel.conflicts_row_level import (
-    CompactedSource,
-    RebasePlan,
-    RowLevelWork,
-    with_deleted_rows,
-)
 from deltatx.kernel.deletion_vectors import num_records
+from deltatx.kernel.row_level.plan import RebasePlan, with_deleted_rows
+from deltatx.kernel.row_level.provenance import RowsNotLiveError, map_rows, segments_of
+from deltatx.kernel.row_level.rules import CompactedSource, RowLevelWork
 from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.row_level.vectors import own_rows
 
 _CHANGED_BEFORE_HINT = (
     "The file changed between this transaction's read and the concurrent compaction in a way "
     "its rows cannot be followed through. Retry the operation."
 )
-
-
-def own_rows(reader: DvReader, plan: RebasePlan, action: AddFile | RemoveFile) -> frozenset[int]:
-    """The deleted rows of one of the pending commit's own file actions, planned ones first."""
-    if isinstance(action, AddFile) and plan.is_planned(action):
-        return plan.vectors[action.path]
-    return reader.rows_of(action)
 
 
 def _physical_rows(add: AddFile) -> int:

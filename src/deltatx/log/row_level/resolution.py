@@ -1,6 +1,6 @@
 """Row-level concurrency: settle what the kernel checker left as data, then rebase.
 
-The kernel's :meth:`~deltatx.kernel.conflicts_row_level.RowLevelChecker.check_row_level` says
+The kernel's :meth:`~deltatx.kernel.row_level.rules.RowLevelChecker.check_row_level` says
 which files a winner changed only through their deletion vector and (under Serializable) which
 appended files may hold rows this transaction's condition matches. Here the vectors and rows
 are read:
@@ -12,18 +12,16 @@ are read:
   winner's + ours)``, so no concurrent deletion is lost;
 * an appended live row that satisfies the condition is a conflict (Serializable only);
 * a compaction's race with a DML is settled by row position
-  (:mod:`deltatx.log.row_level_compaction`).
+  (:mod:`deltatx.log.row_level.compaction_races`).
 
-Settling writes nothing: it returns a :class:`~deltatx.kernel.conflicts_row_level.RebasePlan`
-whose vectors are row sets. :func:`write_planned_vectors` writes them, into one DV file, when
-the commit loop is about to publish.
+Settling writes nothing: it returns a :class:`~deltatx.kernel.row_level.plan.RebasePlan`
+whose vectors are row sets; :mod:`deltatx.log.row_level.vectors` writes them when the commit
+loop is about to publish. The rows of a data file that a condition matches are read here too
+(:func:`matching_rows`), for the Serializable append check and ``deltatx conflicts``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -35,16 +33,17 @@ from deltatx.errors import (
     ConcurrentDeleteReadException,
     InvalidTableError,
 )
-from deltatx.kernel.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
+from deltatx.kernel.actions import AddFile, RemoveFile
 from deltatx.kernel.conflicts import PendingCommit
-from deltatx.kernel.conflicts_row_level import RebasePlan, RowLevelWork
-from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.expressions import Expression, columns_of, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
+from deltatx.kernel.row_level.plan import RebasePlan
+from deltatx.kernel.row_level.rules import RowLevelWork
 from deltatx.kernel.schema import StructType
-from deltatx.log.deletion_vectors import DvReader, write_dvs
+from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import data_file_location
-from deltatx.log.row_level_compaction import follow_compactions, own_rows, settle_source_changes
+from deltatx.log.row_level.compaction_races import follow_compactions, settle_source_changes
+from deltatx.log.row_level.vectors import own_rows
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
@@ -60,7 +59,7 @@ def resolve_row_level(log: DeltaLog, plan: RebasePlan, work: RowLevelWork) -> Re
     """Raises the row conflict ``work`` reveals, or returns ``plan`` rebased onto the winner.
 
     Reads deletion vectors and data files, writes nothing: the vectors the rebased commit
-    needs are row sets in the returned plan (see :func:`write_planned_vectors`).
+    needs are row sets in the returned plan.
 
     Raises:
         ConcurrentDeleteReadException: The winner changed rows this transaction matched.
@@ -198,61 +197,3 @@ def matching_rows(
             if limit is not None and len(out) >= limit:
                 break
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class WrittenVectors:
-    """A plan's deletion vectors as written to storage (one DV file).
-
-    Attributes:
-        rows: What was written: data file path -> its deleted rows.
-        descriptors: Data file path -> the descriptor of its vector.
-        location: The DV file's path relative to the table root (None: nothing written).
-    """
-
-    rows: Mapping[str, frozenset[int]]
-    descriptors: Mapping[str, DeletionVectorDescriptor]
-    location: str | None
-
-    def actions(self, plan: RebasePlan) -> tuple[Action, ...]:
-        """The plan's actions with each planned add carrying its written vector."""
-        if set(self.rows) != set(plan.vectors):
-            raise ValueError("these vectors were written for another plan")
-        return tuple(
-            replace(a, deletion_vector=self.descriptors[a.path])
-            if isinstance(a, AddFile) and plan.is_planned(a)
-            else a
-            for a in plan.pending.actions
-        )
-
-
-NOTHING_WRITTEN = WrittenVectors(MappingProxyType({}), MappingProxyType({}), None)
-
-
-def write_planned_vectors(
-    log: DeltaLog, plan: RebasePlan, previous: WrittenVectors = NOTHING_WRITTEN
-) -> WrittenVectors:
-    """Writes the plan's vectors into one new DV file, unless ``previous`` holds them already.
-
-    ``previous`` is what the last attempt wrote and did not publish: it is reused when the
-    plan wants the same rows, and deleted otherwise, so a commit that retries leaves at most
-    the one DV file it publishes.
-    """
-    if dict(previous.rows) == dict(plan.vectors):
-        return previous
-    discard_unpublished(log, previous)
-    if not plan.vectors:
-        return NOTHING_WRITTEN
-    paths = list(plan.vectors)
-    descriptors = write_dvs(log, [plan.vectors[p] for p in paths])
-    return WrittenVectors(
-        rows=MappingProxyType(dict(plan.vectors)),
-        descriptors=MappingProxyType(dict(zip(paths, descriptors, strict=True))),
-        location=descriptor_location(descriptors[0]),
-    )
-
-
-def discard_unpublished(log: DeltaLog, written: WrittenVectors) -> None:
-    """Deletes a DV file that no published commit references (a lost or failed attempt)."""
-    if written.location is not None:
-        log.store.delete(f"{log.table_path.rstrip('/')}/{written.location}")
