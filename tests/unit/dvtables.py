@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from deltatx.kernel.actions import AddFile, Metadata, RemoveFile
 from deltatx.kernel.conflicts import PendingCommit
 from deltatx.kernel.deletion_vectors import descriptor_location
+from deltatx.kernel.expressions import Column, Expression, In, Literal
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName
@@ -83,10 +84,21 @@ def live(log: DeltaLog, path: str) -> AddFile:
     return next(a for a in log.snapshot().add_files() if a.path == path)
 
 
-def stage_delete(log: DeltaLog, path: str, rows: set[int]) -> OptimisticTransaction:
-    """A deletion-vector DELETE of ``rows`` of ``path``: its vector written, not committed."""
+def ids_in(rows: set[int]) -> Expression:
+    """``id IN (rows)``: in these tables row ``i`` of the first file holds ``id = i``."""
+    return In(Column("id"), tuple(Literal(r) for r in sorted(rows)))
+
+
+def stage_delete(
+    log: DeltaLog, path: str, rows: set[int], *, predicate: Expression | None = None
+) -> OptimisticTransaction:
+    """A deletion-vector DELETE of ``rows`` of ``path``: its vector written, not committed.
+
+    It scans with ``predicate`` (default ``id IN (rows)``) and records ``rows`` as matched.
+    """
     current = live(log, path)
     txn = OptimisticTransaction(log, log.snapshot())
+    txn.scan(ids_in(rows) if predicate is None else predicate)
     [dv] = write_dvs(log, [DvReader(log).rows_of(current) | rows])
     txn.remove_files([current])
     txn.add_files([replace(current, deletion_vector=dv, data_change=True)])
