@@ -18,6 +18,7 @@ from deltatx.kernel.expressions import Column, Expression, In, Literal
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
@@ -104,6 +105,26 @@ def stage_delete(
     txn.add_files([replace(current, deletion_vector=dv, data_change=True)])
     txn.record_row_level([current], {current.path: sorted(rows)})
     txn.record_operation(Operation(OperationName.DELETE, {}), {})
+    return txn
+
+
+def stage_compaction(
+    log: DeltaLog, root: Path, path: str, output_path: str, ids: list[int]
+) -> OptimisticTransaction:
+    """An OPTIMIZE of ``path`` into ``output_path`` (holding ``ids``, its live rows), staged
+    with the provenance tag a real compaction writes."""
+    source = live(log, path)
+    live_rows = len(ids)
+    output = replace(
+        data_file(root, output_path, ids),
+        data_change=False,
+        tags={SOURCES_TAG: encode_sources([(path, live_rows, source.deletion_vector)])},
+    )
+    txn = OptimisticTransaction(log, log.snapshot())
+    txn.scan()
+    txn.remove_files([source], data_change=False)
+    txn.add_files([output])
+    txn.record_operation(Operation(OperationName.OPTIMIZE, {}), {})
     return txn
 
 

@@ -360,20 +360,20 @@ def _discard_superseded(
     """Deletes the DV files this transaction staged that its rebased commit no longer uses.
 
     A deletion-vector DML writes its vectors before committing (a new file of its own); when
-    settlement rebased a file's vector, the published commit carries the plan's vector instead
-    and the staged one is referenced by nothing. Only the vectors of the staged commit's own
-    ``remove(P)`` + ``add(P, new vector)`` pairs are candidates, and only files that no action
-    of the published commit and no file the transaction read refers to. A failure is logged;
-    the commit stands and VACUUM removes the file later.
+    settlement rebased a file's vector, or moved the file onto a compaction's output, the
+    published commit carries the plan's vector instead and the staged one is referenced by
+    nothing. Only the vectors of the staged commit's own ``remove(P)`` + ``add(P, new
+    vector)`` pairs are candidates, and only files that no action of the published commit and
+    no file the transaction read refers to. A failure is logged; the commit stands and VACUUM
+    removes the file later.
     """
-    if written.location is None:
-        return
+    if plan.pending.actions == staged.actions:
+        return  # nothing was rebased
     removed = {a.path: a for a in staged.actions if isinstance(a, RemoveFile)}
     candidates = {
         loc
         for a in staged.actions
         if isinstance(a, AddFile)
-        and a.path in plan.vectors
         and a.path in removed
         and removed[a.path].dv_id != a.dv_id
         and (loc := _dv_location(a)) is not None

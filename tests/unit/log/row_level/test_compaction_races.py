@@ -18,34 +18,16 @@ from deltatx.kernel.actions import AddFile, RemoveFile
 from deltatx.kernel.conflicts import PendingCommit, WinningCommit
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.plan import RebasePlan
-from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.kernel.row_level.rules import RowLevelChecker, checker_for
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.row_level.resolution import resolve_row_level
 from deltatx.log.transaction import OptimisticTransaction
 
-from ...dvtables import data_file, dv_table, files_under, live, pending_of, stage_delete
+from ...dvtables import dv_table, files_under, live, pending_of, stage_compaction, stage_delete
 
 PATH = "part-0.parquet"
 OUTPUT = "compacted.parquet"
-
-
-def _compaction(log: DeltaLog, root: Path, ids: list[int]) -> OptimisticTransaction:
-    """An OPTIMIZE of the one file into ``OUTPUT`` (holding ``ids``, its live rows), staged."""
-    source = live(log, PATH)
-    live_rows = len(ids)
-    output = replace(
-        data_file(root, OUTPUT, ids),
-        data_change=False,
-        tags={SOURCES_TAG: encode_sources([(PATH, live_rows, source.deletion_vector)])},
-    )
-    txn = OptimisticTransaction(log, log.snapshot())
-    txn.scan()
-    txn.remove_files([source], data_change=False)
-    txn.add_files([output])
-    txn.record_operation(Operation(OperationName.OPTIMIZE, {}), {})
-    return txn
 
 
 def _resolve(log: DeltaLog, pending: PendingCommit, version: int) -> RebasePlan:
@@ -68,7 +50,7 @@ def test_a_dml_after_a_compaction_moves_its_rows_onto_the_output(tmp_path: Path)
     log, _ = dv_table(root, ids=list(range(10)))
     stage_delete(log, PATH, {1}).commit()  # before both: the output skips row 1
     pending = pending_of(stage_delete(log, PATH, {3}))
-    version = _compaction(log, root, [0, *range(2, 10)]).commit()
+    version = stage_compaction(log, root, PATH, OUTPUT, [0, *range(2, 10)]).commit()
     before = files_under(root)
     plan = _resolve(log, pending, version)
     assert files_under(root) == before
@@ -80,7 +62,7 @@ def test_a_dml_after_a_compaction_moves_its_rows_onto_the_output(tmp_path: Path)
 def test_a_compaction_after_a_dml_deletes_the_dml_rows_from_its_output(tmp_path: Path) -> None:
     root = tmp_path / "t"
     log, _ = dv_table(root, ids=list(range(10)))
-    pending = pending_of(_compaction(log, root, list(range(10))))
+    pending = pending_of(stage_compaction(log, root, PATH, OUTPUT, list(range(10))))
     version = stage_delete(log, PATH, {4, 6}).commit()
     plan = _resolve(log, pending, version)
     assert dict(plan.vectors) == {OUTPUT: frozenset({4, 6})}
@@ -92,7 +74,7 @@ def test_a_compaction_after_a_dml_deletes_the_dml_rows_from_its_output(tmp_path:
 def test_a_compaction_whose_source_lost_every_row_adds_nothing(tmp_path: Path) -> None:
     root = tmp_path / "t"
     log, f = dv_table(root, ids=list(range(3)))
-    pending = pending_of(_compaction(log, root, list(range(3))))
+    pending = pending_of(stage_compaction(log, root, PATH, OUTPUT, list(range(3))))
     txn = OptimisticTransaction(log, log.snapshot())
     txn.scan()
     txn.remove_files([f])
@@ -106,7 +88,7 @@ def test_a_winner_that_restores_compacted_rows_conflicts(tmp_path: Path) -> None
     root = tmp_path / "t"
     log, _ = dv_table(root, ids=list(range(10)))
     stage_delete(log, PATH, {1, 2}).commit()
-    pending = pending_of(_compaction(log, root, [0, *range(3, 10)]))
+    pending = pending_of(stage_compaction(log, root, PATH, OUTPUT, [0, *range(3, 10)]))
     current = live(log, PATH)
     [fewer] = write_dvs(log, [{1}])
     txn = OptimisticTransaction(log, log.snapshot())

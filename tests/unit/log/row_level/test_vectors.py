@@ -30,7 +30,15 @@ from deltatx.log.row_level.vectors import (
 )
 from deltatx.storage import LocalLogStore
 
-from ...dvtables import dv_table, files_under, live, pending_of, stage_delete, unreferenced
+from ...dvtables import (
+    dv_table,
+    files_under,
+    live,
+    pending_of,
+    stage_compaction,
+    stage_delete,
+    unreferenced,
+)
 
 PATH = "part-0.parquet"
 
@@ -78,6 +86,20 @@ def test_rebase_over_20_winners_leaves_no_orphan_vector(tmp_path: Path) -> None:
     pending_dv = next(a for a in in_flight.staged_actions() if isinstance(a, AddFile))
     assert pending_dv.deletion_vector is not None
     assert unreferenced(root, log) == {descriptor_location(pending_dv.deletion_vector)}
+
+
+def test_a_dml_moved_onto_a_compaction_output_leaves_no_orphan_vector(tmp_path: Path) -> None:
+    """Seed 000: OPTIMIZE does not conflict with DML on a table with deletion vectors. The
+    DELETE lands on the compaction's output; its staged vector on the source is superseded
+    and removed."""
+    root = tmp_path / "t"
+    log, _ = dv_table(root, ids=list(range(10)))
+    loser = stage_delete(log, PATH, {3})
+    stage_compaction(log, root, PATH, "compacted.parquet", list(range(10))).commit()
+    assert loser.commit() == 2
+    assert [a.path for a in log.snapshot().add_files()] == ["compacted.parquet"]
+    assert set(DvReader(log).rows_of(live(log, "compacted.parquet"))) == {3}
+    assert unreferenced(root, log) == set()
 
 
 class _RacingStore(LocalLogStore):
