@@ -41,7 +41,7 @@ from deltatx.kernel.actions import (
 )
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
-from deltatx.kernel.deletion_vectors import descriptor_location, dv_relative_path
+from deltatx.kernel.deletion_vectors import dv_relative_path
 from deltatx.kernel.features import check_writable, writer_features
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import LOG_DIR, commit_name
@@ -54,7 +54,7 @@ from deltatx.kernel.transaction import ReadSet, is_blind_append
 from deltatx.log.row_level.resolution import resolve_row_level
 from deltatx.log.row_level.vectors import (
     NOTHING_WRITTEN,
-    WrittenVectors,
+    discard_superseded,
     discard_unpublished,
     write_planned_vectors,
 )
@@ -324,11 +324,11 @@ def commit(
                 raise CommitFailedError(
                     f"writing {path} failed ({exc}); the commit was not published"
                 ) from exc
-            _discard_superseded(log, pending, written, plan)
+            discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         else:
             fault_point("commit.after_write")
-            _discard_superseded(log, pending, written, plan)
+            discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         latest = log.latest_version()
         for version in range(attempt_version, latest + 1):
@@ -352,51 +352,6 @@ def commit(
         num_actions=len(plan.pending.actions),
         elapsed_ms=(time.monotonic() - started) * 1000,
     )
-
-
-def _discard_superseded(
-    log: DeltaLog, staged: PendingCommit, written: WrittenVectors, plan: RebasePlan
-) -> None:
-    """Deletes the DV files this transaction staged that its rebased commit no longer uses.
-
-    A deletion-vector DML writes its vectors before committing (a new file of its own); when
-    settlement rebased a file's vector, or moved the file onto a compaction's output, the
-    published commit carries the plan's vector instead and the staged one is referenced by
-    nothing. Only the vectors of the staged commit's own ``remove(P)`` + ``add(P, new
-    vector)`` pairs are candidates, and only files that no action of the published commit and
-    no file the transaction read refers to. A failure is logged; the commit stands and VACUUM
-    removes the file later.
-    """
-    if plan.pending.actions == staged.actions:
-        return  # nothing was rebased
-    removed = {a.path: a for a in staged.actions if isinstance(a, RemoveFile)}
-    candidates = {
-        loc
-        for a in staged.actions
-        if isinstance(a, AddFile)
-        and a.path in removed
-        and removed[a.path].dv_id != a.dv_id
-        and (loc := _dv_location(a)) is not None
-    }
-    published = written.actions(plan)
-    keep = {_dv_location(a) for a in published if isinstance(a, AddFile | RemoveFile)}
-    keep |= {_dv_location(a) for a in staged.actions if isinstance(a, RemoveFile)}
-    keep |= {_dv_location(a) for a in staged.read_set.read_files.values()}
-    for location in sorted(candidates - keep):
-        try:
-            log.store.delete(f"{log.table_path.rstrip('/')}/{location}")
-        except OSError:
-            _log.warning("could not delete the superseded DV file %s", location, exc_info=True)
-
-
-def _dv_location(a: AddFile | RemoveFile) -> str | None:
-    dv = a.deletion_vector
-    if dv is None or dv.storage_type != "u":
-        return None
-    try:
-        return descriptor_location(dv)
-    except (InvalidTableError, InvalidArgumentError):
-        return None
 
 
 @dataclass(frozen=True, slots=True)

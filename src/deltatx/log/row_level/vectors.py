@@ -4,24 +4,30 @@ A :class:`~deltatx.kernel.row_level.plan.RebasePlan` holds the vectors a rebased
 carry as row sets. While settling, the commit's own planned rows are read from the plan
 (:func:`own_rows`); the commit loop writes them with :func:`write_planned_vectors`, into one
 DV file, just before the attempt that publishes. An attempt that loses and re-plans deletes
-the file it never published (:func:`discard_unpublished`), so a commit leaves at most the one
-DV file its published version references.
+the file it never published (:func:`discard_unpublished`), and once published the vectors the
+transaction staged but the rebase superseded are deleted (:func:`discard_superseded`): a
+commit leaves only DV files its published version references.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from deltatx.errors import InvalidArgumentError, InvalidTableError
 from deltatx.kernel.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
+from deltatx.kernel.conflicts import PendingCommit
 from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.row_level.plan import RebasePlan
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
+
+_log = logging.getLogger(__name__)
 
 
 def own_rows(reader: DvReader, plan: RebasePlan, action: AddFile | RemoveFile) -> frozenset[int]:
@@ -87,3 +93,48 @@ def discard_unpublished(log: DeltaLog, written: WrittenVectors) -> None:
     """Deletes a DV file that no published commit references (a lost or failed attempt)."""
     if written.location is not None:
         log.store.delete(f"{log.table_path.rstrip('/')}/{written.location}")
+
+
+def discard_superseded(
+    log: DeltaLog, staged: PendingCommit, written: WrittenVectors, plan: RebasePlan
+) -> None:
+    """Deletes the DV files this transaction staged that its rebased commit no longer uses.
+
+    A deletion-vector DML writes its vectors before committing (a new file of its own); when
+    settlement rebased a file's vector, or moved the file onto a compaction's output, the
+    published commit carries the plan's vector instead and the staged one is referenced by
+    nothing. Only the vectors of the staged commit's own ``remove(P)`` + ``add(P, new
+    vector)`` pairs are candidates, and only files that no action of the published commit and
+    no file the transaction read refers to. A failure is logged; the commit stands and VACUUM
+    removes the file later.
+    """
+    if plan.pending.actions == staged.actions:
+        return  # nothing was rebased
+    removed = {a.path: a for a in staged.actions if isinstance(a, RemoveFile)}
+    candidates = {
+        loc
+        for a in staged.actions
+        if isinstance(a, AddFile)
+        and a.path in removed
+        and removed[a.path].dv_id != a.dv_id
+        and (loc := _dv_location(a)) is not None
+    }
+    published = written.actions(plan)
+    keep = {_dv_location(a) for a in published if isinstance(a, AddFile | RemoveFile)}
+    keep |= {_dv_location(a) for a in staged.actions if isinstance(a, RemoveFile)}
+    keep |= {_dv_location(a) for a in staged.read_set.read_files.values()}
+    for location in sorted(candidates - keep):
+        try:
+            log.store.delete(f"{log.table_path.rstrip('/')}/{location}")
+        except OSError:
+            _log.warning("could not delete the superseded DV file %s", location, exc_info=True)
+
+
+def _dv_location(a: AddFile | RemoveFile) -> str | None:
+    dv = a.deletion_vector
+    if dv is None or dv.storage_type != "u":
+        return None
+    try:
+        return descriptor_location(dv)
+    except (InvalidTableError, InvalidArgumentError):
+        return None

@@ -10,6 +10,7 @@ writes it, in one DV file, just before it publishes, so no winner leaves an orph
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ import pytest
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.conflicts import PendingCommit, WinningCommit
 from deltatx.kernel.deletion_vectors import descriptor_location
+from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.plan import RebasePlan
 from deltatx.kernel.row_level.rules import checker_for
 from deltatx.log.commit import settle
-from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.row_level.vectors import (
     NOTHING_WRITTEN,
@@ -28,11 +30,14 @@ from deltatx.log.row_level.vectors import (
     own_rows,
     write_planned_vectors,
 )
+from deltatx.log.transaction import OptimisticTransaction
 from deltatx.storage import LocalLogStore
 
 from ...dvtables import (
+    data_file,
     dv_table,
     files_under,
+    ids_in,
     live,
     pending_of,
     stage_compaction,
@@ -99,6 +104,32 @@ def test_a_dml_moved_onto_a_compaction_output_leaves_no_orphan_vector(tmp_path: 
     assert loser.commit() == 2
     assert [a.path for a in log.snapshot().add_files()] == ["compacted.parquet"]
     assert set(DvReader(log).rows_of(live(log, "compacted.parquet"))) == {3}
+    assert unreferenced(root, log) == set()
+
+
+def test_a_staged_vector_file_still_referenced_is_kept(tmp_path: Path) -> None:
+    """One DELETE's vectors share one DV file; when only one of its files is rebased, the
+    file stays, since the other file's vector in the published commit lives in it."""
+    root = tmp_path / "t"
+    log, a = dv_table(root, ids=list(range(10)))
+    b = data_file(root, "part-1.parquet", list(range(10, 20)))
+    txn = OptimisticTransaction(log, log.snapshot())
+    txn.add_files([b])
+    txn.record_operation(Operation(OperationName.WRITE, {}), {})
+    txn.commit()
+    loser = OptimisticTransaction(log, log.snapshot())
+    loser.scan(ids_in({1, 11}))
+    dv_a, dv_b = write_dvs(log, [{1}, {1}])
+    loser.remove_files([a, b])
+    loser.add_files([replace(a, deletion_vector=dv_a), replace(b, deletion_vector=dv_b)])
+    loser.record_row_level([a, b], {a.path: [1], b.path: [1]})
+    loser.record_operation(Operation(OperationName.DELETE, {}), {})
+    stage_delete(log, PATH, {5}).commit()
+    loser.commit()
+    reader = DvReader(log)
+    assert reader.rows_of(live(log, PATH)) == frozenset({1, 5})
+    assert reader.rows_of(live(log, b.path)) == frozenset({1})
+    assert (root / descriptor_location(dv_b)).exists()
     assert unreferenced(root, log) == set()
 
 
