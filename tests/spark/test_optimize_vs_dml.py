@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 import deltatx
 from deltatx import DeltaTable
 from deltatx.errors import ConcurrentModificationException
-from deltatx.kernel.compaction import SOURCES_TAG, segments_of
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, segments_of
 from deltatx.log.deletion_vectors import DvReader
 from deltatx.tables import Transaction
 

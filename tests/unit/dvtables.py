@@ -1,4 +1,5 @@
-"""Helpers for row-level tests: a deletion-vector table of real Parquet files, no Spark."""
+"""Helpers for row-level tests without Spark: a table with deletion vectors on, real Parquet
+data files (pyarrow), and deletion-vector DML staged the way ``mark_deleted`` stages it."""
 
 from __future__ import annotations
 
@@ -10,45 +11,35 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltatx.kernel.actions import AddFile, Metadata
-from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, In, Literal
+from deltatx.kernel.actions import AddFile, Metadata, RemoveFile
+from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.deletion_vectors import descriptor_location
+from deltatx.kernel.expressions import Column, Expression, In, Literal
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
+from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.storage import LocalLogStore
+from deltatx.storage import LocalLogStore, LogStore
 
 SCHEMA = json.dumps(
     {
         "type": "struct",
-        "fields": [
-            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-            {"name": "v", "type": "long", "nullable": True, "metadata": {}},
-        ],
+        "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
     }
 )
 
 
-def id_in(*ids: int) -> Expression:
-    return In(Column("id"), tuple(Literal(i) for i in ids))
-
-
-def id_eq(value: int) -> Expression:
-    return Comparison(ComparisonOp.EQ, Column("id"), Literal(value))
-
-
 def data_file(root: Path, name: str, ids: list[int]) -> AddFile:
-    """Writes ``ids`` (and ``v = id * 10``) to ``root/name`` and returns its ``add``."""
-    pq.write_table(
-        pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([i * 10 for i in ids])}),
-        root / name,
-    )
+    """Writes ``ids`` as one Parquet file under ``root``; its add, with exact statistics."""
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), root / name)
     stats = {
         "numRecords": len(ids),
-        "minValues": {"id": min(ids), "v": min(ids) * 10},
-        "maxValues": {"id": max(ids), "v": max(ids) * 10},
-        "nullCount": {"id": 0, "v": 0},
+        "minValues": {"id": min(ids)},
+        "maxValues": {"id": max(ids)},
+        "nullCount": {"id": 0},
     }
     return AddFile(
         path=name,
@@ -60,34 +51,124 @@ def data_file(root: Path, name: str, ids: list[int]) -> AddFile:
     )
 
 
-def dv_table(tmp_path: Path, rows: int = 10) -> tuple[DeltaLog, AddFile]:
-    """A table with deletion vectors on and one file of ``rows`` rows (ids 0..rows-1)."""
-    root = tmp_path / "t"
+def dv_table(
+    root: Path,
+    *,
+    ids: list[int],
+    level: IsolationLevel = IsolationLevel.WRITE_SERIALIZABLE,
+    store: LogStore | None = None,
+) -> tuple[DeltaLog, AddFile]:
+    """A new unpartitioned table with deletion vectors on and one data file holding ``ids``."""
     root.mkdir()
-    conf = {"delta.enableDeletionVectors": "true"}
-    log = DeltaLog.for_table(str(root), store=LocalLogStore(fsync=False))
+    conf = {"delta.enableDeletionVectors": "true", "delta.isolationLevel": level.value}
+    log = DeltaLog.for_table(str(root), store=store or LocalLogStore(fsync=False))
     txn = OptimisticTransaction(log, None)
     txn.update_protocol(protocol_for_configuration(conf, DEFAULT_PROTOCOL))
-    txn.update_metadata(Metadata(id="t", schema_string=SCHEMA, configuration=conf))
-    f = data_file(root, "part-0.parquet", list(range(rows)))
+    txn.update_metadata(
+        Metadata(
+            id="11111111-2222-3333-4444-555555555555",
+            schema_string=SCHEMA,
+            partition_columns=(),
+            configuration=conf,
+            created_time=int(time.time() * 1000),
+        )
+    )
+    f = data_file(root, "part-0.parquet", ids)
     txn.add_files([f])
     txn.record_operation(Operation(OperationName.WRITE, {}), {})
     txn.commit()
     return log, f
 
 
-def stage_delete(txn: OptimisticTransaction, path: str, rows: set[int]) -> None:
-    """Stages a row-level DELETE of ``rows`` of file ``path``, as DV DML does."""
-    [current] = [a for a in txn.scan(None) if a.path == path]
-    reader = DvReader(txn.log)
-    [dv] = write_dvs(txn.log, [reader.rows_of(current) | rows])
-    txn.record_row_level([current], {path: rows})
+def live(log: DeltaLog, path: str) -> AddFile:
+    """The file entry in force for ``path`` at the latest version."""
+    return next(a for a in log.snapshot().add_files() if a.path == path)
+
+
+def ids_in(rows: set[int]) -> Expression:
+    """``id IN (rows)``: in these tables row ``i`` of the first file holds ``id = i``."""
+    return In(Column("id"), tuple(Literal(r) for r in sorted(rows)))
+
+
+def stage_delete(
+    log: DeltaLog, path: str, rows: set[int], *, predicate: Expression | None = None
+) -> OptimisticTransaction:
+    """A deletion-vector DELETE of ``rows`` of ``path``: its vector written, not committed.
+
+    It scans with ``predicate`` (default ``id IN (rows)``) and records ``rows`` as matched.
+    """
+    current = live(log, path)
+    txn = OptimisticTransaction(log, log.snapshot())
+    txn.scan(ids_in(rows) if predicate is None else predicate)
+    [dv] = write_dvs(log, [DvReader(log).rows_of(current) | rows])
     txn.remove_files([current])
-    txn.add_files([replace(current, deletion_vector=dv)])
+    txn.add_files([replace(current, deletion_vector=dv, data_change=True)])
+    txn.record_row_level([current], {current.path: sorted(rows)})
     txn.record_operation(Operation(OperationName.DELETE, {}), {})
+    return txn
 
 
-def deleted_rows(log: DeltaLog) -> dict[str, frozenset[int]]:
-    """Each live file's deleted rows in the latest version."""
-    reader = DvReader(log)
-    return {f.path: reader.rows_of(f) for f in log.snapshot().add_files()}
+def stage_compaction(
+    log: DeltaLog, root: Path, path: str, output_path: str, ids: list[int]
+) -> OptimisticTransaction:
+    """An OPTIMIZE of ``path`` into ``output_path`` (holding ``ids``, its live rows), staged
+    with the provenance tag a real compaction writes."""
+    source = live(log, path)
+    live_rows = len(ids)
+    output = replace(
+        data_file(root, output_path, ids),
+        data_change=False,
+        tags={SOURCES_TAG: encode_sources([(path, live_rows, source.deletion_vector)])},
+    )
+    txn = OptimisticTransaction(log, log.snapshot())
+    txn.scan()
+    txn.remove_files([source], data_change=False)
+    txn.add_files([output])
+    txn.record_operation(Operation(OperationName.OPTIMIZE, {}), {})
+    return txn
+
+
+def pending_of(txn: OptimisticTransaction, *, deletion_vectors: bool = True) -> PendingCommit:
+    """The pending commit ``txn`` would try to publish (as the commit loop builds it)."""
+    assert txn.snapshot is not None
+    return PendingCommit(
+        read_version=txn.snapshot.version,
+        read_set=txn.tracker.freeze(),
+        actions=tuple(txn.staged_actions()),
+        operation=txn.operation(),
+        isolation_level=txn.snapshot.properties.isolation_level,
+        is_blind_append=False,
+        schema=txn.snapshot.schema,
+        partition_columns=txn.snapshot.partition_columns,
+        deletion_vectors=deletion_vectors,
+    )
+
+
+def referenced(log: DeltaLog) -> set[str]:
+    """Every file the log names: data files and DV files of every add and remove, ever."""
+    out: set[str] = set()
+    for version in range(log.latest_version() + 1):
+        for a in log.read_commit(version):
+            if isinstance(a, AddFile | RemoveFile):
+                out.add(a.path)
+                dv = a.deletion_vector
+                if dv is not None and dv.storage_type == "u":
+                    out.add(descriptor_location(dv))
+    return out
+
+
+def unreferenced(root: Path, log: DeltaLog) -> set[str]:
+    """Files under the table root, outside ``_delta_log``, that no commit names."""
+    present = {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and "_delta_log" not in p.parts
+    }
+    return present - referenced(log)
+
+
+def files_under(root: Path) -> list[tuple[str, int]]:
+    """Every file under ``root`` with its size, to show that nothing was written."""
+    return sorted(
+        (str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*") if p.is_file()
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 from deltatx.kernel.actions import AddFile, Metadata
 from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, Literal
-from deltatx.kernel.features import DEFAULT_PROTOCOL
+from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
@@ -66,7 +66,7 @@ def create_table(
 ) -> DeltaLog:
     log = DeltaLog.for_table(root, store=store)
     txn = OptimisticTransaction(log, None)
-    txn.update_protocol(DEFAULT_PROTOCOL)
+    txn.update_protocol(protocol_for_configuration(configuration or {}, DEFAULT_PROTOCOL))
     txn.update_metadata(
         Metadata(
             id="11111111-2222-3333-4444-555555555555",

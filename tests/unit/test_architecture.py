@@ -43,21 +43,7 @@ TESTS = Path(__file__).resolve().parent
 
 # Imports inside function bodies, in deltatx.log and deltatx.kernel, with the reason each is
 # not at the top of its module. A new one fails the test below until it is hoisted or listed.
-FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {
-    ("log/commit.py", "deltatx.log.row_level"): (
-        "row-level settlement (and pyarrow.parquet) loads only when a commit meets a row-level "
-        "conflict; owned by the conflict-settlement work, which may hoist it"
-    ),
-    ("log/transaction.py", "deltatx.kernel.features"): (
-        "no cycle remains; to hoist with the TableConfiguration work that owns the module"
-    ),
-    ("log/transaction.py", "deltatx.kernel.deletion_vectors"): (
-        "no cycle remains; to hoist with the TableConfiguration work that owns the module"
-    ),
-    ("log/transaction.py", "deltatx.log.deletion_vectors"): (
-        "no cycle remains; to hoist with the TableConfiguration work that owns the module"
-    ),
-}
+FUNCTION_LEVEL_IMPORTS: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -217,7 +217,7 @@ def test_module_does_not_import_pyspark_at_import_time() -> None:
 )
 def test_non_deterministic_conditions_get_no_row_level_concurrency(sql: str) -> None:
     """Seed 000: non-deterministic conditions fall back to file-level conflict detection."""
-    from deltatx.kernel.row_level import row_level_limitation
+    from deltatx.kernel.row_level.limitations import row_level_limitation
     from deltatx.spark.expressions import is_deterministic
 
     assert not is_deterministic(sql)
@@ -229,7 +229,7 @@ def test_non_deterministic_conditions_get_no_row_level_concurrency(sql: str) -> 
 
 @pytest.mark.parametrize("sql", ["id = 1", "id < 5 AND date = 'a'", "ts < current_timestamp()"])
 def test_deterministic_conditions_keep_row_level_concurrency(sql: str) -> None:
-    from deltatx.kernel.row_level import row_level_limitation
+    from deltatx.kernel.row_level.limitations import row_level_limitation
     from deltatx.spark.expressions import is_deterministic
 
     assert is_deterministic(sql)

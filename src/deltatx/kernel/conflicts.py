@@ -35,7 +35,7 @@ from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Expression, columns_of, or_, to_sql
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation
-from deltatx.kernel.row_level import FALLBACK_HINT
+from deltatx.kernel.row_level.limitations import FALLBACK_HINT
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.kernel.transaction import ReadSet
 

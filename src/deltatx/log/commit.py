@@ -4,8 +4,9 @@ This is phase three of optimistic concurrency (seed 002): the data files are alr
 and invisible; publishing the commit file is the single atomic step. When another writer got
 the version first, every winning commit is read in order and run through the
 :class:`~deltatx.kernel.conflicts.ConflictChecker`; if none conflicts the same actions are tried
-at the next version. A transaction id in ``commitInfo`` lets a writer recognise its own commit
-after an ambiguous I/O failure instead of committing twice.
+at the next version, rebased where rows allow (the deletion vectors a rebase needs are written
+once, just before the attempt that publishes them). A transaction id in ``commitInfo`` lets a
+writer recognise its own commit after an ambiguous I/O failure instead of committing twice.
 """
 
 from __future__ import annotations
@@ -36,14 +37,22 @@ from deltatx.kernel.actions import (
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.commit_rules import check_commit
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
-from deltatx.kernel.conflicts_row_level import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import commit_name
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties, validate_properties
+from deltatx.kernel.row_level.plan import RebasePlan
+from deltatx.kernel.row_level.rules import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.schema import parse_schema
 from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.kernel.transaction import ReadSet, is_blind_append
+from deltatx.log.row_level.resolution import resolve_row_level
+from deltatx.log.row_level.vectors import (
+    NOTHING_WRITTEN,
+    discard_superseded,
+    discard_unpublished,
+    write_planned_vectors,
+)
 from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import FileAlreadyExistsError
 from deltatx.version import __version__
@@ -226,10 +235,14 @@ def commit(
     )
     attempt_version = read_version + 1
     started = time.monotonic()
+    plan = RebasePlan(pending)
     checker = checker_for(pending)
+    written = NOTHING_WRITTEN
     for attempt in range(1, limit + 1):
+        # The plan's deletion vectors are written here, once per plan, never while checking.
+        written = write_planned_vectors(log, plan, written)
         data = serialize_commit(
-            [replace(info, timestamp=int(time.time() * 1000)), *pending.actions]
+            [replace(info, timestamp=int(time.time() * 1000)), *written.actions(plan)]
         )
         path = f"{log.log_path}/{commit_name(attempt_version)}"
         fault_point("commit.before_write")
@@ -240,28 +253,36 @@ def commit(
             pass
         except OSError as exc:
             if not _landed(log, attempt_version, txn_id):
+                # Ambiguous: the commit may still appear, so its vectors stay.
                 raise CommitFailedError(
                     f"writing {path} failed ({exc}); the commit was not published"
                 ) from exc
+            discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         else:
             fault_point("commit.after_write")
+            discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         latest = log.latest_version()
         for version in range(attempt_version, latest + 1):
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
-            settled = settle(log, checker, pending, winner)
-            pending, checker = settled.pending, settled.checker
+            try:
+                settled = settle(log, checker, plan, winner)
+            except BaseException:
+                discard_unpublished(log, written)
+                raise
+            plan, checker = settled.plan, settled.checker
         attempt_version = max(latest + 1, attempt_version)
         if attempt > 3:
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
+    discard_unpublished(log, written)
     raise CommitRetriesExceededError(
         attempts=limit,
         start_version=read_version + 1,
         failed_version=attempt_version,
-        num_actions=len(pending.actions),
+        num_actions=len(plan.pending.actions),
         elapsed_ms=(time.monotonic() - started) * 1000,
     )
 
@@ -271,42 +292,43 @@ class Settlement:
     """A pending commit after one winner was checked and, where rows allow, rebased onto it.
 
     Attributes:
-        pending: The pending commit to go on with (rebased when the winner required it).
-        checker: The checker for ``pending``.
+        plan: What to go on with: the pending commit (rebased when the winner required it)
+            and the deletion vectors it must carry, not yet written.
+        checker: The checker for ``plan.pending``.
         work: What rows were compared (None when the winner was judged per file).
     """
 
-    pending: PendingCommit
+    plan: RebasePlan
     checker: ConflictChecker
     work: RowLevelWork | None
 
 
 def settle(
-    log: DeltaLog, checker: ConflictChecker, pending: PendingCommit, winner: WinningCommit
+    log: DeltaLog, checker: ConflictChecker, plan: RebasePlan, winner: WinningCommit
 ) -> Settlement:
-    """Checks ``pending`` against one winner: raises its conflict or returns how to go on.
+    """Checks ``plan`` against one winner: raises its conflict or returns how to go on.
+
+    Reads the log, deletion vectors and data files; writes nothing.
 
     Raises:
-        ConcurrentModificationException: The winner conflicts with ``pending``.
+        ConcurrentModificationException: The winner conflicts with ``plan.pending``.
     """
     if isinstance(checker, RowLevelChecker):
         # Row-level concurrency (seed 000): the kernel says what to compare, this layer reads
-        # the deletion vectors and rebases our vectors onto the winner's.
-        from deltatx.log.row_level import resolve_row_level
-
+        # the deletion vectors and plans our vectors on top of the winner's.
         work = checker.check_row_level(winner)
-        settled = resolve_row_level(log, pending, work)
-        if settled is pending:
-            return Settlement(pending, checker, work)
-        return Settlement(settled, checker_for(settled), work)
+        settled = resolve_row_level(log, plan, work)
+        if settled is plan:
+            return Settlement(plan, checker, work)
+        return Settlement(settled, checker_for(settled.pending), work)
     try:
         checker.check(winner)
     except ProtocolChangedException:
-        rebased = _rebase_table_creation(pending, winner)
+        rebased = _rebase_table_creation(plan.pending, winner)
         if rebased is None:
             raise
-        return Settlement(rebased, checker_for(rebased), None)
-    return Settlement(pending, checker, None)
+        return Settlement(RebasePlan(rebased, plan.vectors), checker_for(rebased), None)
+    return Settlement(plan, checker, None)
 
 
 _APPENDS = frozenset({OperationName.WRITE, OperationName.STREAMING_UPDATE})

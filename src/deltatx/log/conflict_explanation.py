@@ -4,8 +4,8 @@
 it read, its condition, what it did) and settles it against every later commit with the same
 code a real commit runs (:func:`deltatx.log.commit.settle`): file- and partition-level checks,
 and on tables with deletion vectors the row-level ones, which read the vectors and the data
-files' rows with pyarrow. Settling may write a deletion vector; it goes to an in-memory
-overlay, so explaining never changes the table.
+files' rows with pyarrow. Settling only plans the deletion vectors a rebase needs (only the
+commit loop writes them), so explaining reads the table and never changes it.
 """
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from dataclasses import dataclass, replace
 
 from deltatx.errors import ConcurrentModificationException, InvalidArgumentError
 from deltatx.kernel.actions import Action, AddFile
-from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
 from deltatx.kernel.conflicts import PendingCommit, WinningCommit
-from deltatx.kernel.conflicts_row_level import RowLevelWork, checker_for
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.operations import Operation, OperationName
-from deltatx.kernel.row_level import row_level_limitation
+from deltatx.kernel.row_level.limitations import row_level_limitation
+from deltatx.kernel.row_level.plan import RebasePlan, with_deleted_rows
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
+from deltatx.kernel.row_level.rules import RowLevelWork, checker_for
 from deltatx.kernel.transaction import ReadTracker, is_blind_append
 from deltatx.log.commit import settle
-from deltatx.log.deletion_vectors import DvReader, with_more_deleted_rows
+from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import DeltaLog
-from deltatx.log.row_level import matching_rows
+from deltatx.log.row_level.resolution import matching_rows
 from deltatx.log.snapshot import Snapshot
-from deltatx.storage.overlay import OverlayLogStore
 
 _DML = frozenset({OperationName.DELETE, OperationName.UPDATE, OperationName.MERGE})
 _MODELLED = _DML | {OperationName.WRITE, OperationName.OPTIMIZE}
@@ -110,16 +110,14 @@ def explain_conflicts(
     if operation not in _MODELLED:
         names = ", ".join(sorted(n.value for n in _MODELLED))
         raise InvalidArgumentError(f"cannot explain a {operation.value}; use one of {names}")
-    # Reads go to the table; what settling writes stays in memory.
-    scratch = DeltaLog(log.location.with_store(OverlayLogStore(log.store)))
-    model = _model(scratch, snap, operation, predicate, condition_text)
-    pending = model.pending
-    checker = checker_for(pending)
+    model = _model(log, snap, operation, predicate, condition_text)
+    plan = model.plan
+    checker = checker_for(plan.pending)
     out: list[Collision] = []
-    for version in range(snap.version + 1, scratch.latest_version() + 1):
-        winner = WinningCommit(version=version, actions=tuple(scratch.read_commit(version)))
+    for version in range(snap.version + 1, log.latest_version() + 1):
+        winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
         try:
-            settled = settle(scratch, checker, pending, winner)
+            settled = settle(log, checker, plan, winner)
         except ConcurrentModificationException as exc:
             out.append(
                 Collision(
@@ -134,12 +132,12 @@ def explain_conflicts(
                 )
             )
             continue  # a real commit stops here; later commits are judged on their own
-        pending, checker = settled.pending, settled.checker
-        note = None if settled.work is None else _note(DvReader(scratch), settled.work)
+        plan, checker = settled.plan, settled.checker
+        note = None if settled.work is None else _note(DvReader(log), settled.work)
         out.append(Collision(version, winner.operation, note=note))
     return Explanation(
         read_version=snap.version,
-        isolation_level=model.pending.isolation_level,
+        isolation_level=model.plan.pending.isolation_level,
         row_level=bool(model.matched),
         fallback=model.fallback,
         matched_rows={p: tuple(sorted(r)) for p, r in model.matched.items() if r},
@@ -149,7 +147,7 @@ def explain_conflicts(
 
 @dataclass(frozen=True, slots=True)
 class _Model:
-    pending: PendingCommit
+    plan: RebasePlan
     matched: dict[str, list[int]]
     fallback: str | None
 
@@ -161,7 +159,7 @@ def _model(
     predicate: Expression | None,
     condition_text: str | None,
 ) -> _Model:
-    """The pending commit a transaction like the one described would have made."""
+    """The commit a transaction like the one described would have made, vectors unwritten."""
     dv = snap.table_configuration.deletion_vectors_enabled
     tracker = ReadTracker()
     files: list[AddFile] = []
@@ -170,6 +168,7 @@ def _model(
         tracker.record_scan(TRUE if predicate is None else predicate, files)
     now = int(time.time() * 1000)
     actions: list[Action] = []
+    vectors: dict[str, frozenset[int]] = {}
     matched: dict[str, list[int]] = {}
     fallback = None
     if operation in _DML and dv:
@@ -179,7 +178,7 @@ def _model(
         condition = TRUE if predicate is None else predicate
         matched = {f.path: matching_rows(log, reader, f, condition, snap.schema) for f in files}
         tracker.record_row_level(files, matched)
-        actions = _deletion_vector_changes(log, reader, files, matched, now)
+        actions, vectors = _deletion_vector_changes(reader, files, matched, now)
     elif operation in _DML:
         if fallback is not None:
             tracker.record_row_level_fallback(fallback)
@@ -205,27 +204,29 @@ def _model(
         partition_columns=snap.partition_columns,
         deletion_vectors=dv,
     )
-    return _Model(pending, matched, fallback)
+    return _Model(RebasePlan(pending, vectors), matched, fallback)
 
 
 def _deletion_vector_changes(
-    log: DeltaLog,
     reader: DvReader,
     files: Sequence[AddFile],
     matched: dict[str, list[int]],
     now: int,
-) -> list[Action]:
-    """What a deletion-vector DML changing the matched rows stages (vectors in the overlay)."""
-    targets = [(f, matched[f.path]) for f in files if matched.get(f.path)]
-    changed = with_more_deleted_rows(
-        log, reader, targets, physical_rows=lambda f: num_records(f.stats)
-    )
+) -> tuple[list[Action], dict[str, frozenset[int]]]:
+    """What a deletion-vector DML changing the matched rows stages, its vectors as row sets."""
     actions: list[Action] = []
-    for (f, _), kept in zip(targets, changed, strict=True):
+    vectors: dict[str, frozenset[int]] = {}
+    for f in files:
+        rows = matched.get(f.path)
+        if not rows:
+            continue
+        deleted = reader.rows_of(f) | frozenset(rows)
         actions.append(f.remove(timestamp=now))
+        kept = with_deleted_rows(f, deleted, physical_rows=num_records(f.stats))
         if kept is not None:
             actions.append(replace(kept, data_change=True))
-    return actions
+            vectors[f.path] = deleted
+    return actions, vectors
 
 
 def _compaction_outputs(files: Sequence[AddFile], now: int) -> list[AddFile]:

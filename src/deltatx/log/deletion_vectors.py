@@ -10,8 +10,7 @@ accepts Delta's older native layout.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from pyroaring import BitMap64
@@ -24,7 +23,6 @@ from deltatx.kernel.deletion_vectors import (
     descriptor_location,
     frame_dv_file,
     inline_rows,
-    loose_stats,
     new_dv_file_id,
     stored_descriptor,
     unframe_dv,
@@ -52,7 +50,6 @@ __all__ = [
     "DvReader",
     "read_dv_rows",
     "serialize_rows",
-    "with_more_deleted_rows",
     "write_dvs",
 ]
 
@@ -182,38 +179,6 @@ def write_dvs(
         stored_descriptor(encoded, offset, bitmap, len(s), s.max())
         for s, offset, bitmap in zip(sets, offsets, bitmaps, strict=True)
     ]
-
-
-def with_more_deleted_rows(
-    log: TableFiles,
-    reader: DvReader,
-    changes: Sequence[tuple[AddFile, Iterable[int]]],
-    *,
-    physical_rows: Callable[[AddFile], int | None],
-) -> list[AddFile | None]:
-    """Each file with more rows deleted: its vector plus ``rows``, or None if none is left.
-
-    The new vectors all go into one DV file. Statistics become loose (deleted rows may have
-    held the bounds); ``dataChange`` is left as the file had it.
-
-    Args:
-        log: The table to write the vectors under.
-        reader: Reads the files' current vectors.
-        changes: Each file with the physical rows to delete from it.
-        physical_rows: How many rows a file stores, or None when unknown (then a vector is
-            written even if it deletes every row).
-    """
-    totals = [reader.rows_of(f) | frozenset(rows) for f, rows in changes]
-    partial = [
-        i
-        for i, ((f, _), total) in enumerate(zip(changes, totals, strict=True))
-        if (n := physical_rows(f)) is None or len(total) < n
-    ]
-    out: list[AddFile | None] = [None] * len(changes)
-    for i, dv in zip(partial, write_dvs(log, [totals[i] for i in partial]), strict=True):
-        f = changes[i][0]
-        out[i] = replace(f, deletion_vector=dv, stats=loose_stats(f.stats))
-    return out
 
 
 def union_rows(*sets: Iterable[int]) -> frozenset[int]:

@@ -25,6 +25,7 @@ from deltatx.kernel.actions import (
     RemoveFile,
     SetTransaction,
 )
+from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.operations import Operation, OperationName
@@ -33,6 +34,7 @@ from deltatx.kernel.schema import StructType
 from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.kernel.transaction import ReadTracker
 from deltatx.log.commit import CommitResult, commit
+from deltatx.log.deletion_vectors import DvReader, write_dvs
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
@@ -312,8 +314,6 @@ class OptimisticTransaction:
         files that a staged remove also references (re-added as they were, e.g. by RESTORE)
         are left alone.
         """
-        from deltatx.kernel.deletion_vectors import descriptor_location
-        from deltatx.log.deletion_vectors import DvReader, write_dvs
 
         def location(a: AddFile | RemoveFile) -> str | None:
             dv = a.deletion_vector

@@ -4,7 +4,6 @@ from deltatx.storage.local import LocalLogStore
 from deltatx.storage.location import Location
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus, LogStore
 from deltatx.storage.memory import MemoryLogStore
-from deltatx.storage.overlay import OverlayLogStore
 
 __all__ = [
     "FileAlreadyExistsError",
@@ -13,5 +12,4 @@ __all__ = [
     "Location",
     "LogStore",
     "MemoryLogStore",
-    "OverlayLogStore",
 ]

@@ -22,9 +22,9 @@ import pytest
 
 from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile, Metadata
-from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.log.conflict_explanation import Explanation, explain_conflicts
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.delta_log import DeltaLog
@@ -209,13 +209,14 @@ def test_optimize_and_dml_do_not_collide_either_way(tmp_path: Path) -> None:
 
 
 def test_explaining_writes_nothing(tmp_path: Path) -> None:
-    """Settling writes deletion vectors; they go to an overlay, never to the table."""
+    """Explaining reads the table and writes nothing: the rebase it reports only plans its
+    deletion vectors (the commit loop writes them, and explaining commits nothing)."""
     log, f = _table(tmp_path)
     _delete_rows(log, f, {2})
     root = Path(log.table_path)
     before = _files(root)
     explained = _explain(log, OperationName.DELETE, "id = 5")
-    assert explained.collisions[0].note  # it rebased, so it did write a vector somewhere
+    assert explained.collisions[0].note  # it rebased onto the winner's vector
     assert _files(root) == before
 
 

@@ -61,7 +61,13 @@ def test_restore_refuses_when_a_data_file_was_vacuumed(tmp_path: Path) -> None:
 
 
 def test_restore_refuses_when_a_deletion_vector_was_vacuumed(tmp_path: Path) -> None:
-    root, log = _table(tmp_path)
+    root = tmp_path / "t"
+    log = create_table(
+        LocalLogStore(fsync=False),
+        str(root),
+        partitioned=False,
+        configuration={"delta.enableDeletionVectors": "true"},
+    )
     for name in ("a.parquet", "b.parquet"):
         _write(root, name)
     [dv] = write_dvs(log, [[0]])

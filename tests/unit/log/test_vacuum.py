@@ -19,7 +19,12 @@ LATER = 10**13  # far after every file's modification time
 
 def _table(tmp_path: Path) -> tuple[Path, DeltaLog]:
     root = tmp_path / "t"
-    log = create_table(LocalLogStore(fsync=False), str(root), partitioned=False)
+    log = create_table(
+        LocalLogStore(fsync=False),
+        str(root),
+        partitioned=False,
+        configuration={"delta.enableDeletionVectors": "true"},
+    )
     return root, log
 
 

@@ -1,5 +1,4 @@
-"""One contract suite for every LogStore: the local filesystem, the in-memory store and the
-overlay (writes in memory over a read-only base)."""
+"""One contract suite for every LogStore: the local filesystem and the in-memory store."""
 
 from __future__ import annotations
 
@@ -9,16 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from deltatx.storage import LocalLogStore, LogStore, MemoryLogStore, OverlayLogStore
+from deltatx.storage import LocalLogStore, LogStore, MemoryLogStore
 from deltatx.storage.log_store import FileAlreadyExistsError
 
 
-@pytest.fixture(params=["local", "memory", "overlay"])
+@pytest.fixture(params=["local", "memory"])
 def store_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[LogStore, str]:
     if request.param == "local":
         return LocalLogStore(), str(tmp_path / "root")
-    if request.param == "overlay":
-        return OverlayLogStore(LocalLogStore()), str(tmp_path / "root")
     return MemoryLogStore(), "/mem/root"
 
 
@@ -154,29 +151,3 @@ def test_racing_writers_exactly_one_wins(store_and_root: tuple[LogStore, str]) -
     assert len(winners) == 1
     assert sorted(losers + winners) == list(range(16))
     assert store.read(path) == f'{{"writer":{winners[0]}}}\n'.encode() * 50
-
-
-def test_overlay_never_changes_its_base(tmp_path: Path) -> None:
-    """What ``deltatx conflicts`` relies on: settling a commit against the overlay writes
-    nothing to the table it explains."""
-    base = LocalLogStore()
-    root = str(tmp_path / "t")
-    base.write(f"{root}/_delta_log/0.json", b"zero")
-    base.write(f"{root}/data/a.parquet", b"a")
-    before = sorted((s.path, s.size) for s in base.walk(root))
-    overlay = OverlayLogStore(base)
-    overlay.write(f"{root}/dv.bin", b"dv")
-    overlay.write(f"{root}/_delta_log/0.json", b"new", overwrite=True)
-    overlay.delete(f"{root}/data/a.parquet")
-    with pytest.raises(FileAlreadyExistsError):
-        overlay.write(f"{root}/dv.bin", b"again")
-    assert overlay.read(f"{root}/dv.bin") == b"dv"
-    assert overlay.read(f"{root}/_delta_log/0.json") == b"new"
-    with pytest.raises(FileNotFoundError):
-        overlay.read(f"{root}/data/a.parquet")
-    assert not overlay.exists(f"{root}/data")
-    assert [s.name for s in overlay.walk(root)] == ["0.json", "dv.bin"]
-    overlay.write(f"{root}/data/a.parquet", b"back")  # a deleted base file may be re-created
-    assert overlay.read(f"{root}/data/a.parquet") == b"back"
-    assert sorted((s.path, s.size) for s in base.walk(root)) == before
-    assert base.read(f"{root}/_delta_log/0.json") == b"zero"

@@ -3,9 +3,9 @@
 Each bin of source files becomes exactly one output file whose rows are the bin's live rows in
 order of (file in the bin, physical row index). The output's ``tags`` then name its sources
 with their live row counts and the deletion vectors they were read with
-(:mod:`deltatx.kernel.compaction`), which is what lets a deletion vector written concurrently
-on a source be carried onto the output, and back (seed 000: OPTIMIZE does not conflict with
-DML on tables with deletion vectors).
+(:mod:`deltatx.kernel.row_level.provenance`), which is what lets a deletion vector written
+concurrently on a source be carried onto the output, and back (seed 000: OPTIMIZE does not
+conflict with DML on tables with deletion vectors).
 
 Spark gives no handle on which task writes which rows, so the layout is forced: rows are
 hash-partitioned by bin (a bin never spans two tasks), sorted by (bin, file, row) within each
@@ -29,8 +29,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.compaction import SOURCES_TAG, encode_sources
 from deltatx.kernel.log_paths import STAGING_PREFIX
+from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.dv_dml import physical_rows

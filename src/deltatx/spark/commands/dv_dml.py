@@ -18,7 +18,7 @@ from pyspark.sql import Column
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import loose_stats, num_records
 from deltatx.kernel.expressions import Expression
-from deltatx.kernel.row_level import row_level_limitation
+from deltatx.kernel.row_level.limitations import row_level_limitation
 from deltatx.log.deletion_vectors import DvReader, write_dvs
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import is_deterministic

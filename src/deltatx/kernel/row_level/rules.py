@@ -1,4 +1,4 @@
-"""Row-level conflict detection: what a winner did to rows, left to the log layer as data.
+"""Which winner/loser pairs need rows compared: the row-level conflict rules, as data.
 
 On tables with deletion vectors (seed 000, "Conflictos de escritura con simultaneidad de nivel
 de fila"), some file-level conflicts are not conflicts at all:
@@ -7,13 +7,14 @@ de fila"), some file-level conflicts are not conflicts at all:
   rows: a winner that only added rows to a file's deletion vector is compared by rows.
 * OPTIMIZE and REORG conflict with nothing unless they use ZORDER BY, on partitioned tables
   too: a compaction's outputs record which rows of which source they hold
-  (:mod:`deltatx.kernel.compaction`), so a deletion vector written on one side is carried to
-  the other by row position, in either commit order.
+  (:mod:`deltatx.kernel.row_level.provenance`), so a deletion vector written on one side is
+  carried to the other by row position, in either commit order.
 
 The kernel cannot read deletion vectors (that is I/O), so :class:`RowLevelChecker` raises the
 conflicts that rows cannot settle and returns a :class:`RowLevelWork` describing the rest;
-:func:`deltatx.log.row_level.resolve_row_level` reads the vectors, raises row conflicts and
-rebases the pending commit.
+:func:`deltatx.log.row_level.resolution.resolve_row_level` reads the vectors, raises row
+conflicts and plans the rebase (:mod:`deltatx.kernel.row_level.plan`). Which conditions and
+tables row-level concurrency refuses is in :mod:`deltatx.kernel.row_level.limitations`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from deltatx.kernel.actions import AddFile, Metadata, RemoveFile
-from deltatx.kernel.compaction import Segment, sources_by_path
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.isolation import IsolationLevel
+from deltatx.kernel.row_level.provenance import Segment, sources_by_path
 
 
 @dataclass(frozen=True, slots=True)

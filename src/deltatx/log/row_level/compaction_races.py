@@ -2,7 +2,8 @@
 
 Seed 000: with deletion vectors, OPTIMIZE conflicts with UPDATE, DELETE and MERGE (and with
 another OPTIMIZE) only when it uses ZORDER BY; partitioned tables get this too. A compaction
-output records which rows of which sources it holds (:mod:`deltatx.kernel.compaction`), so:
+output records which rows of which sources it holds (:mod:`deltatx.kernel.row_level.provenance`),
+so:
 
 * a DML that commits after a compaction of a file it changed moves its change onto the
   output: ``remove(P)`` + ``add(P, DV)`` becomes ``remove(O)`` + ``add(O, DV')`` where ``DV'``
@@ -22,7 +23,6 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from deltatx.errors import (
     ConcurrentDeleteDeleteException,
@@ -30,14 +30,12 @@ from deltatx.errors import (
     InvalidTableError,
 )
 from deltatx.kernel.actions import Action, AddFile, RemoveFile
-from deltatx.kernel.compaction import RowsNotLiveError, map_rows, segments_of
-from deltatx.kernel.conflicts import PendingCommit
-from deltatx.kernel.conflicts_row_level import CompactedSource, RowLevelWork
 from deltatx.kernel.deletion_vectors import num_records
-from deltatx.log.deletion_vectors import DvReader, with_more_deleted_rows
-
-if TYPE_CHECKING:
-    from deltatx.log.delta_log import DeltaLog
+from deltatx.kernel.row_level.plan import RebasePlan, with_deleted_rows
+from deltatx.kernel.row_level.provenance import RowsNotLiveError, map_rows, segments_of
+from deltatx.kernel.row_level.rules import CompactedSource, RowLevelWork
+from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.row_level.vectors import own_rows
 
 _CHANGED_BEFORE_HINT = (
     "The file changed between this transaction's read and the concurrent compaction in a way "
@@ -68,9 +66,7 @@ def _deleted_at_compaction(reader: DvReader, c: CompactedSource) -> frozenset[in
         return None  # vacuumed or never committed: judge the file as a whole
 
 
-def follow_compactions(
-    log: DeltaLog, reader: DvReader, pending: PendingCommit, work: RowLevelWork
-) -> PendingCommit:
+def follow_compactions(reader: DvReader, plan: RebasePlan, work: RowLevelWork) -> RebasePlan:
     """Moves a DML's reads and changes on files a winner compacted onto the winner's outputs.
 
     Raises:
@@ -79,13 +75,14 @@ def follow_compactions(
         ConcurrentDeleteDeleteException: The same, for rows this transaction changed.
     """
     if not work.compacted:
-        return pending
+        return plan
+    pending = plan.pending
     winner = work.winner
     own_removes = {a.path: a for a in pending.actions if isinstance(a, RemoveFile)}
     own_adds = {
         a.path: a
         for a in pending.actions
-        if isinstance(a, AddFile) and a.path in own_removes and a.deletion_vector is not None
+        if isinstance(a, AddFile) and a.path in own_removes and plan.has_vector(a)
     }
     rows = dict(pending.read_set.row_level_rows)
     files = dict(pending.read_set.read_files)
@@ -141,7 +138,7 @@ def follow_compactions(
             )
         dropped.add(c.path)
         if c.path in own_adds:
-            ours = reader.rows_of(own_adds[c.path]) - at_compaction
+            ours = own_rows(reader, plan, own_adds[c.path]) - at_compaction
             positions = map_rows(ours, deleted_at_compaction=ordered, segment=c.segment)
         else:
             positions = list(c.segment.positions())  # we deleted every live row of the file
@@ -149,16 +146,15 @@ def follow_compactions(
 
     now = int(time.time() * 1000)
     carried: list[Action] = []
-    changed = with_more_deleted_rows(
-        log,
-        reader,
-        [(outputs[p], gone) for p, gone in deleted.items()],
-        physical_rows=_physical_rows,
-    )
-    for path, kept in zip(deleted, changed, strict=True):
-        carried.append(outputs[path].remove(timestamp=now))
+    vectors: dict[str, frozenset[int]] = {}
+    for path, gone in deleted.items():
+        output = outputs[path]
+        total = reader.rows_of(output) | frozenset(gone)
+        carried.append(output.remove(timestamp=now))
+        kept = with_deleted_rows(output, total, physical_rows=_physical_rows(output))
         if kept is not None:
             carried.append(replace(kept, data_change=True))
+            vectors[path] = total
     actions = [
         a
         for a in pending.actions
@@ -169,12 +165,10 @@ def follow_compactions(
         row_level_rows=MappingProxyType(rows),
         read_files=MappingProxyType(files),
     )
-    return replace(pending, actions=(*actions, *carried), read_set=read_set)
+    return plan.rebased((*actions, *carried), vectors=vectors, read_set=read_set)
 
 
-def settle_source_changes(
-    log: DeltaLog, reader: DvReader, pending: PendingCommit, work: RowLevelWork
-) -> PendingCommit:
+def settle_source_changes(reader: DvReader, plan: RebasePlan, work: RowLevelWork) -> RebasePlan:
     """Deletes from this compaction's outputs the rows winners deleted from its sources.
 
     Raises:
@@ -183,7 +177,8 @@ def settle_source_changes(
             cannot express.
     """
     if not work.source_changes:
-        return pending
+        return plan
+    pending = plan.pending
     winner = work.winner
     own_removes = {a.path: a for a in pending.actions if isinstance(a, RemoveFile)}
     adds = {a.path: a for a in pending.actions if isinstance(a, AddFile)}
@@ -225,11 +220,16 @@ def settle_source_changes(
             )
         deleted.setdefault(ch.output.path, set()).update(positions)
 
+    vectors: dict[str, frozenset[int]] = {}
     # None: every row an output copied is gone or lives in the winner's files.
-    changed = with_more_deleted_rows(
-        log, reader, [(adds[p], gone) for p, gone in deleted.items()], physical_rows=_physical_rows
-    )
-    outputs = dict(zip(deleted, changed, strict=True))
+    outputs: dict[str, AddFile | None] = {}
+    for path, gone in deleted.items():
+        total = own_rows(reader, plan, adds[path]) | frozenset(gone)
+        outputs[path] = with_deleted_rows(
+            adds[path], total, physical_rows=_physical_rows(adds[path])
+        )
+        if outputs[path] is not None:
+            vectors[path] = total
     actions: list[Action] = []
     for a in pending.actions:
         if isinstance(a, RemoveFile) and a.path in swaps:
@@ -242,4 +242,4 @@ def settle_source_changes(
                 actions.append(kept)
         else:
             actions.append(a)
-    return replace(pending, actions=tuple(actions), compaction_baseline=baseline)
+    return plan.rebased(actions, vectors=vectors, compaction_baseline=baseline)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from deltatx.kernel.actions import AddFile, CommitInfo, DeletionVectorDescriptor
 from deltatx.kernel.conflicts import WinningCommit
-from deltatx.kernel.conflicts_row_level import RowLevelWork, dv_updates_of
+from deltatx.kernel.row_level.rules import RowLevelWork, dv_updates_of
 
 
 def _dv(tag: str) -> DeletionVectorDescriptor:

@@ -1,6 +1,6 @@
 """Row-level concurrency: settle what the kernel checker left as data, then rebase.
 
-The kernel's :meth:`~deltatx.kernel.conflicts_row_level.RowLevelChecker.check_row_level` says
+The kernel's :meth:`~deltatx.kernel.row_level.rules.RowLevelChecker.check_row_level` says
 which files a winner changed only through their deletion vector and (under Serializable) which
 appended files may hold rows this transaction's condition matches. Here the vectors and rows
 are read:
@@ -9,15 +9,19 @@ are read:
   exception names the rows;
 * otherwise, where this transaction also changed the file's vector, its ``remove(P, ours
   before)`` + ``add(P, ours after)`` pair is rewritten to ``remove(P, winner's)`` + ``add(P,
-  winner's + ours)``, the union written to a new DV file, so no concurrent deletion is lost;
+  winner's + ours)``, so no concurrent deletion is lost;
 * an appended live row that satisfies the condition is a conflict (Serializable only);
 * a compaction's race with a DML is settled by row position
-  (:mod:`deltatx.log.row_level_compaction`).
+  (:mod:`deltatx.log.row_level.compaction_races`).
+
+Settling writes nothing: it returns a :class:`~deltatx.kernel.row_level.plan.RebasePlan`
+whose vectors are row sets; :mod:`deltatx.log.row_level.vectors` writes them when the commit
+loop is about to publish. The rows of a data file that a condition matches are read here too
+(:func:`matching_rows`), for the Serializable append check and ``deltatx conflicts``.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -29,14 +33,16 @@ from deltatx.errors import (
     ConcurrentDeleteReadException,
     InvalidTableError,
 )
-from deltatx.kernel.actions import Action, AddFile, RemoveFile
+from deltatx.kernel.actions import AddFile, RemoveFile
 from deltatx.kernel.conflicts import PendingCommit
-from deltatx.kernel.conflicts_row_level import DvUpdate, RowLevelWork
 from deltatx.kernel.expressions import Expression, columns_of, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
+from deltatx.kernel.row_level.plan import RebasePlan
+from deltatx.kernel.row_level.rules import RowLevelWork
 from deltatx.kernel.schema import StructType
-from deltatx.log.deletion_vectors import DvReader, write_dvs
-from deltatx.log.row_level_compaction import follow_compactions, settle_source_changes
+from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.row_level.compaction_races import follow_compactions, settle_source_changes
+from deltatx.log.row_level.vectors import own_rows
 
 if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
@@ -48,8 +54,11 @@ _SAME_ROWS_HINT = (
 )
 
 
-def resolve_row_level(log: DeltaLog, pending: PendingCommit, work: RowLevelWork) -> PendingCommit:
-    """Raises the row conflict ``work`` reveals, or returns ``pending`` rebased onto the winner.
+def resolve_row_level(log: DeltaLog, plan: RebasePlan, work: RowLevelWork) -> RebasePlan:
+    """Raises the row conflict ``work`` reveals, or returns ``plan`` rebased onto the winner.
+
+    Reads deletion vectors and data files, writes nothing: the vectors the rebased commit
+    needs are row sets in the returned plan.
 
     Raises:
         ConcurrentDeleteReadException: The winner changed rows this transaction matched.
@@ -57,26 +66,26 @@ def resolve_row_level(log: DeltaLog, pending: PendingCommit, work: RowLevelWork)
         ConcurrentAppendException: Serializable: the winner added a row the condition matches.
     """
     if work.is_empty:
-        return pending
+        return plan
     reader = DvReader(log)
-    pending = _rebase_dv_updates(log, reader, pending, work)
+    plan = _rebase_dv_updates(reader, plan, work)
     for add in work.appended:
-        _check_appended_rows(log, reader, pending, work, add)
-    pending = follow_compactions(log, reader, pending, work)
-    return settle_source_changes(log, reader, pending, work)
+        _check_appended_rows(log, reader, plan.pending, work, add)
+    plan = follow_compactions(reader, plan, work)
+    return settle_source_changes(reader, plan, work)
 
 
-def _rebase_dv_updates(
-    log: DeltaLog, reader: DvReader, pending: PendingCommit, work: RowLevelWork
-) -> PendingCommit:
+def _rebase_dv_updates(reader: DvReader, plan: RebasePlan, work: RowLevelWork) -> RebasePlan:
     """Compares the winner's vector-only changes by rows; unions our vectors onto theirs."""
+    pending = plan.pending
     own_removes = {a.path: a for a in pending.actions if isinstance(a, RemoveFile)}
     own_adds = {
         a.path: a
         for a in pending.actions
-        if isinstance(a, AddFile) and a.path in own_removes and a.deletion_vector is not None
+        if isinstance(a, AddFile) and a.path in own_removes and plan.has_vector(a)
     }
-    rebases: list[tuple[DvUpdate, frozenset[int]]] = []
+    vectors: dict[str, frozenset[int]] = {}
+    swap: dict[str, RemoveFile] = {}
     for update in work.dv_updates:
         theirs = reader.rows_of(update.after) - reader.rows_of(update.before)
         ours = pending.read_set.row_level_rows.get(update.path, frozenset())
@@ -105,28 +114,17 @@ def _rebase_dv_updates(
                     file=update.path,
                     hint=_SAME_ROWS_HINT,
                 )
-            ours_new = reader.rows_of(own_adds[update.path]) - reader.rows_of(
-                own_removes[update.path]
-            )
-            rebases.append((update, reader.rows_of(update.after) | ours_new))
-    if not rebases:
-        return pending
-    descriptors = write_dvs(log, [rows for _, rows in rebases])
-    swap: dict[str, tuple[RemoveFile, AddFile]] = {}
-    for (update, _), dv in zip(rebases, descriptors, strict=True):
-        own_add = own_adds[update.path]
-        # The file entry now in force is the winner's add; our remove must name that one.
-        remove = update.after.remove(timestamp=own_removes[update.path].deletion_timestamp or 0)
-        swap[update.path] = (remove, replace(own_add, deletion_vector=dv))
-    actions: list[Action] = []
-    for a in pending.actions:
-        if isinstance(a, RemoveFile) and a.path in swap:
-            actions.append(swap[a.path][0])
-        elif isinstance(a, AddFile) and a.path in swap and a.deletion_vector is not None:
-            actions.append(swap[a.path][1])
-        else:
-            actions.append(a)
-    return replace(pending, actions=tuple(actions))
+            own_remove = own_removes[update.path]
+            ours_new = own_rows(reader, plan, own_adds[update.path]) - reader.rows_of(own_remove)
+            vectors[update.path] = reader.rows_of(update.after) | ours_new
+            # The file entry now in force is the winner's add; our remove must name that one.
+            swap[update.path] = update.after.remove(timestamp=own_remove.deletion_timestamp or 0)
+    if not swap:
+        return plan
+    actions = [
+        swap[a.path] if isinstance(a, RemoveFile) and a.path in swap else a for a in pending.actions
+    ]
+    return plan.rebased(actions, vectors=vectors)
 
 
 def _check_appended_rows(
