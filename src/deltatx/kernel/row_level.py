@@ -33,7 +33,7 @@ _NONDETERMINISTIC = re.compile(
 
 FALLBACK_HINT = (
     "Row-level concurrency did not apply ({reason}), so conflicts were detected per file "
-    "(seed 000 limitations)."
+    "(a documented limitation of row-level concurrency)."
 )
 
 
