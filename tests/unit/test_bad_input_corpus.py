@@ -875,6 +875,7 @@ for name, (text, match) in BAD_CONDITIONS.items():
         _nothing, _parse_condition(text), InvalidConditionError, match
     )
 
+
 def test_syntax_errors_name_the_construct_not_parser_internals() -> None:
     from deltatx.errors import ConditionSyntaxError
     from deltatx.spark.expressions import parse_condition

@@ -49,6 +49,7 @@ from deltatx.kernel.operations import Operation
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import parse_schema
 from deltatx.kernel.transaction import ReadSet, is_blind_append
+from deltatx.progress import step
 from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import FileAlreadyExistsError
 from deltatx.version import __version__
@@ -319,6 +320,7 @@ def commit(
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
+            step("rebasing")
             settled = settle(log, checker, pending, winner)
             pending, checker = settled.pending, settled.checker
         attempt_version = max(latest + 1, attempt_version)

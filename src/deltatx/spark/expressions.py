@@ -360,7 +360,11 @@ _CONSTRUCTS = {
     "Mul": "*",
     "Div": "/",
 }
-_OPERANDS = {"this": "its left operand", "expression": "its right operand", "high": "its upper bound"}
+_OPERANDS = {
+    "this": "its left operand",
+    "expression": "its right operand",
+    "high": "its upper bound",
+}
 _MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
 
 

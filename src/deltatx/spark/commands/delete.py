@@ -13,6 +13,7 @@ from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import DeleteMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import (
     condition_column,
     condition_to_predicate,
@@ -43,6 +44,7 @@ def stage_delete(
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
         validate_condition(spark, txn, condition)
+    step("scanning")
     candidates = txn.scan(predicate)
     removed: list[AddFile] = []
     added: list[AddFile] = []

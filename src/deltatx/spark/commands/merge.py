@@ -27,6 +27,7 @@ from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import condition_column, to_delta_schema, to_spark_schema
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
@@ -108,6 +109,7 @@ def stage_merge(
         if isinstance(condition, str)
         else TRUE
     )
+    step("scanning")
     candidates = txn.scan(None if predicate == TRUE else predicate)
     target = (
         read_addressed(spark, txn, candidates).withColumn(_IN_TARGET, F.lit(True)).alias(t_alias)

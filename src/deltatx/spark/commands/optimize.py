@@ -22,6 +22,7 @@ from deltatx.kernel.expressions import Expression, columns_of, to_sql
 from deltatx.kernel.metrics import OptimizeMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import condition_to_predicate, file_metrics
 from deltatx.spark.commands.compaction_write import write_bins
 from deltatx.spark.commands.rewrite import read_addressed
@@ -91,6 +92,7 @@ def stage_compaction(
     """
     started = time.monotonic()
     predicate = partition_filter(txn, condition)
+    step("scanning")
     candidates = txn.scan(predicate)
     target = target_size or txn.properties.target_file_size
     bins = [[f] for f in files] if files is not None else _bins(candidates, target, min_files)
@@ -198,6 +200,7 @@ def stage_z_order(
     if len(resolved) * _Z_BITS > 62:
         raise InvalidArgumentError(f"Z-order by at most {62 // _Z_BITS} columns")
     predicate = partition_filter(txn, condition)
+    step("scanning")
     candidates = txn.scan(predicate)
     added: list[AddFile] = []
     if candidates:

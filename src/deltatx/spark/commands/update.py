@@ -13,6 +13,7 @@ from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import (
     condition_column,
     condition_to_predicate,
@@ -53,6 +54,7 @@ def stage_update(
     cond = (
         F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
     )
+    step("scanning")
     candidates = txn.scan(predicate)
     if txn.deletion_vectors_enabled:
         dv_metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
