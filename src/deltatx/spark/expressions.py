@@ -149,6 +149,23 @@ def merge_target_predicate(
     return and_(*kept)
 
 
+def condition_qualifiers(condition: str, *, schema: StructType) -> tuple[str, ...]:
+    """The table aliases a condition qualifies columns with (``t`` in ``t.country = 'DE'``).
+
+    A qualifier that names a struct column of ``schema`` is a field access, not an alias.
+
+    Raises:
+        InvalidConditionError: The condition does not parse.
+    """
+    tree = _Translator(condition, schema, ()).parse()
+    found: dict[str, None] = {}
+    for col in _columns(tree):
+        qualifier = col.table
+        if qualifier and col.args.get("db") is None and schema.get(qualifier) is None:
+            found.setdefault(qualifier.lower())
+    return tuple(found)
+
+
 def _is_target_column(col: exp.Column, schema: StructType, target: str, source: str) -> bool:
     qualifier = col.table.lower()
     if col.args.get("db") is not None:
