@@ -16,6 +16,7 @@ from deltatx.errors import (
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
     ConcurrentTransactionException,
+    ConditionSyntaxError,
     DeltaError,
     InvalidArgumentError,
     InvalidConditionError,
@@ -30,6 +31,7 @@ from deltatx.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from deltatx.progress import enable_progress
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationException",
     "ConcurrentTransactionException",
+    "ConditionSyntaxError",
     "DeltaError",
     "DeltaTable",
     "InvalidArgumentError",
@@ -78,6 +81,7 @@ __all__ = [
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "__version__",
+    "enable_progress",
     "spark_session",
     "write",
 ]
