@@ -122,3 +122,18 @@ def test_arguments_win_over_the_environment() -> None:
     assert settled["spark.driver.memory"] == "1g"
     assert settled["spark.ui.enabled"] == "true"
     assert settled["spark.sql.shuffle.partitions"] == "8"
+
+
+def test_a_failed_task_is_one_typed_error_without_java_stack_traces(
+    spark: SparkSession, tmp_path: object, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from deltatx import DeltaTable, SchemaMismatchError, write
+
+    path = f"{tmp_path}/t"
+    DeltaTable.create(spark, path, schema="id BIGINT NOT NULL, v STRING")
+    rows = spark.createDataFrame([(None, "x"), (1, "y")], "id BIGINT, v STRING")
+    capfd.readouterr()
+    with pytest.raises(SchemaMismatchError, match="NOT NULL column 'id'"):
+        write(rows, path, mode="append")
+    err = capfd.readouterr().err
+    assert "\tat org.apache" not in err and "Exception in task" not in err, err[:2000]
