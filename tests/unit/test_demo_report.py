@@ -217,3 +217,22 @@ def test_report_renders_in_headless_chromium(tmp_path: Path, width: int) -> None
         )
     assert done.returncode == 0, done.stderr[-2000:]
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_terminal_grids_cut_nothing(width: int) -> None:
+    from rich.console import Console
+
+    from deltatx.demo.main import _print_table
+    from deltatx.demo.row_level import ROW_LEVEL_GROUPS
+
+    console = Console(width=width, record=True, color_system=None)
+    _print_table(console, "Without row-level concurrency", _cells())
+    _print_table(console, "With row-level concurrency", _cells(), ROW_LEVEL_GROUPS)
+    text = console.export_text()
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "codes: CA = ConcurrentAppendException, DD = ConcurrentDeleteDeleteException" in (
+        " ".join(text.split())
+    )
+    assert "runs: DD DD" in text and "seed" not in text.lower()

@@ -47,7 +47,7 @@ _COMPARISONS: dict[type[exp.Expression], ComparisonOp] = {
     exp.GTE: ComparisonOp.GE,
     exp.NullSafeEQ: ComparisonOp.NULL_SAFE_EQ,
 }
-# Functions whose value differs between evaluations; seed 000 lists conditions that use them
+# Functions whose value differs between evaluations; the documents list conditions that use them
 # among the limitations of row-level concurrency.
 _NON_DETERMINISTIC = frozenset(
     {
@@ -116,7 +116,7 @@ def merge_target_predicate(
 ) -> Expression:
     """The part of a MERGE ON condition that filters the target alone.
 
-    Seed 000's MERGE example: in ``s.user_id = t.user_id AND s.date = t.date AND t.date =
+    The documents' MERGE example: in ``s.user_id = t.user_id AND s.date = t.date AND t.date =
     '2024-01-01'`` only ``t.date = '2024-01-01'`` restricts which target rows are read, so
     it is the predicate the MERGE records. Conjuncts that touch the source, are
     non-deterministic or hold a subquery are dropped, which only widens the read.
