@@ -16,6 +16,7 @@ from deltatx.errors import (
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
     ConcurrentTransactionException,
+    ConditionSyntaxError,
     DeltaError,
     InvalidArgumentError,
     InvalidConditionError,
@@ -31,6 +32,7 @@ from deltatx.errors import (
     VersionNotFoundError,
     VersionNotReadableError,
 )
+from deltatx.progress import enable_progress
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
@@ -63,6 +65,7 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationException",
     "ConcurrentTransactionException",
+    "ConditionSyntaxError",
     "DeltaError",
     "DeltaTable",
     "InvalidArgumentError",
@@ -80,6 +83,7 @@ __all__ = [
     "VersionNotFoundError",
     "VersionNotReadableError",
     "__version__",
+    "enable_progress",
     "spark_session",
     "write",
 ]

@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 
 from deltatx.kernel.metrics import MergeMetrics, OptimizeMetrics
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import operation
 from deltatx.spark.commands.merge import ClauseKind, MergeClause, stage_merge
 from deltatx.spark.commands.optimize import stage_compaction, stage_z_order
 
@@ -21,6 +22,11 @@ T = TypeVar("T")
 
 class Owner(Protocol):
     """Something that can run a statement in a transaction (DeltaTable or Transaction)."""
+
+    @property
+    def path(self) -> str:
+        """The table's path, for progress reports."""
+        ...
 
     def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
         """Runs ``work`` with a session and a transaction."""
@@ -92,7 +98,8 @@ class MergeBuilder:
 
     def execute(self) -> MergeMetrics:
         """Runs the merge: stages into the transaction, or commits on a DeltaTable."""
-        return self._owner.run(self._run)
+        with operation("MERGE", self._owner.path):
+            return self._owner.run(self._run)
 
     def _run(self, spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
         return stage_merge(
@@ -121,16 +128,18 @@ class OptimizeBuilder:
 
     def execute_compaction(self, *, target_size: int | None = None) -> OptimizeMetrics:
         """Bin-packs small files toward ``target_size`` bytes (``delta.targetFileSize``)."""
-        return self._owner.run(
-            lambda spark, txn: stage_compaction(
-                spark, txn, condition=self._where, target_size=target_size
+        with operation("OPTIMIZE", self._owner.path):
+            return self._owner.run(
+                lambda spark, txn: stage_compaction(
+                    spark, txn, condition=self._where, target_size=target_size
+                )
             )
-        )
 
     def execute_z_order_by(self, *columns: str, target_size: int | None = None) -> OptimizeMetrics:
         """Rewrites the selected files clustered along a Z-order curve over ``columns``."""
-        return self._owner.run(
-            lambda spark, txn: stage_z_order(
-                spark, txn, list(columns), condition=self._where, target_size=target_size
+        with operation("OPTIMIZE ZORDER BY", self._owner.path):
+            return self._owner.run(
+                lambda spark, txn: stage_z_order(
+                    spark, txn, list(columns), condition=self._where, target_size=target_size
+                )
             )
-        )

@@ -1,13 +1,15 @@
 """The ``deltatx`` command: the demo, and log-level tools for people who run tables.
 
 Exit codes: 0 success; 1 the demo saw a disagreement with the documents; 2 bad usage or input
-(missing table, invalid property, bad version); 3 a conflict or other deltatx error.
+(missing table, invalid property, bad version, a condition that does not parse); 3 a conflict:
+`conflicts` found collisions, or another deltatx error.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -15,12 +17,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from deltatx.errors import (
     ConcurrentModificationException,
     DeltaError,
     InvalidArgumentError,
+    InvalidConditionError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -33,9 +37,15 @@ app = typer.Typer(
     help=__doc__,
     pretty_exceptions_enable=False,
 )
-console = Console()
-
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+# Columns at which tables get their wide layout (more columns side by side).
+_WIDE = 120
+
+
+def _console() -> Console:
+    # Made per command, so the terminal's width (or COLUMNS) is the one at that moment.
+    return Console(soft_wrap=False)
 
 
 def _open(path: str) -> DeltaLog:
@@ -45,21 +55,65 @@ def _open(path: str) -> DeltaLog:
     return log
 
 
-def _ts(millis: int) -> str:
+def _iso(millis: int) -> str:
+    """A Delta timestamp (milliseconds since the epoch) as ISO 8601 with its time zone."""
+    return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _short_time(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def human_size(num_bytes: int | None) -> str:
+    """``1536`` -> ``"1.5 KiB"``: binary units, one decimal from KiB up."""
+    if num_bytes is None:
+        return ""
+    size = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} PiB"  # pragma: no cover - the loop returns at TiB
+
+
+def _compact(value: Any) -> str:
+    """One value of operationParameters, without Python's quoting: JSON for structures."""
+    if isinstance(value, str):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(decoded, list | dict):
+            value = decoded
+        else:
+            return value
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _pairs(values: Mapping[str, Any] | None, *, skip_zero: bool = False) -> str:
+    if not values:
+        return ""
+    shown = [
+        f"{k}={_compact(v)}"
+        for k, v in sorted(values.items())
+        if v is not None and not (skip_zero and str(v) == "0")
+    ]
+    return "\n".join(shown)
 
 
 def _emit(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
     if as_json:
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
-    grid = Table(title=title)
+    grid = Table(title=escape(title))
     columns = list(rows[0]) if rows else []
     for c in columns:
-        grid.add_column(c)
+        grid.add_column(c, overflow="fold")
     for r in rows:
-        grid.add_row(*["" if r[c] is None else str(r[c]) for c in columns])
-    console.print(grid)
+        grid.add_row(*[escape("" if r[c] is None else str(r[c])) for c in columns])
+    _console().print(grid)
 
 
 @app.command()
@@ -72,38 +126,95 @@ def demo(
     """Run the main job on local Spark and local files."""
     from deltatx.demo.main import run_demo
 
-    result = run_demo(directory, quick=quick, console=console)
+    result = run_demo(directory, quick=quick, console=_console())
     if result.disagreements:
         raise typer.Exit(1)
 
 
 @app.command()
 def history(
-    path: str, limit: Annotated[int | None, typer.Option()] = None, as_json: JsonFlag = False
+    path: str,
+    limit: Annotated[int | None, typer.Option(help="Only the newest N commits.")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Show the commits of a table, newest first."""
+    """Show the commits of a table, newest first, with their parameters and metrics."""
     log = _open(path)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for e in log.history(limit):
         ci = e.commit_info
         rows.append(
             {
                 "version": e.version,
-                "timestamp": _ts(e.timestamp),
+                "timestamp": _iso(e.timestamp),
                 "operation": None if ci is None else ci.operation,
+                "operationParameters": None if ci is None else ci.operation_parameters,
                 "readVersion": None if ci is None else ci.read_version,
                 "isolationLevel": None if ci is None else ci.isolation_level,
                 "isBlindAppend": None if ci is None else ci.is_blind_append,
                 "operationMetrics": None if ci is None else ci.operation_metrics,
+                "_millis": e.timestamp,
             }
         )
-    _emit(rows, as_json, f"history of {path}")
+    if as_json:
+        typer.echo(
+            json.dumps([{k: v for k, v in r.items() if k != "_millis"} for r in rows], indent=2)
+        )
+        return
+    out = _console()
+    wide = out.width >= _WIDE
+    grid = Table(title=escape(f"history of {path}"), show_lines=True)
+    grid.add_column("ver", justify="right", no_wrap=True)
+    grid.add_column("time (UTC)", no_wrap=True)
+    grid.add_column("operation", overflow="fold")
+    if wide:
+        grid.add_column("read", justify="right", no_wrap=True)
+        grid.add_column("isolation", overflow="fold")
+        grid.add_column("parameters", overflow="fold", ratio=1)
+        grid.add_column("metrics (non-zero)", overflow="fold", ratio=1)
+    else:
+        grid.add_column("parameters, then metrics (non-zero)", overflow="fold", ratio=1)
+    for r in rows:
+        params = _pairs(r["operationParameters"])
+        metrics = _pairs(r["operationMetrics"], skip_zero=True)
+        when = _short_time(r["_millis"])
+        if wide:
+            read = r["readVersion"]
+            blind = " (blind append)" if r["isBlindAppend"] else ""
+            cells = [
+                escape(str(r["version"])),
+                escape(when),
+                escape(r["operation"] or ""),
+                "" if read is None else str(read),
+                escape((r["isolationLevel"] or "") + blind),
+                escape(params.replace("\n", " ")),
+                escape(metrics.replace("\n", " ")),
+            ]
+        else:
+            details = escape(params)
+            if metrics:
+                details += ("\n" if params else "") + f"[dim]{escape(metrics)}[/]"
+            cells = [
+                str(r["version"]),
+                escape(when.replace(" ", "\n")),
+                escape(r["operation"] or ""),
+                details,
+            ]
+        grid.add_row(*cells)
+    out.print(grid)
 
 
 def _describe(snap: Snapshot) -> dict[str, Any]:
+    from deltatx.kernel.deletion_vectors import num_records
     from deltatx.kernel.features import reader_features, writer_features
 
     p = snap.protocol
+    rows: int | None = 0
+    for f in snap.add_files():
+        n = num_records(f.stats)
+        if n is None or rows is None:
+            rows = None
+            continue
+        rows += n - (0 if f.deletion_vector is None else f.deletion_vector.cardinality)
     return {
         "path": snap.table_path,
         "version": snap.version,
@@ -115,6 +226,7 @@ def _describe(snap: Snapshot) -> dict[str, Any]:
         "isolationLevel": snap.properties.isolation_level.value,
         "partitionColumns": list(snap.partition_columns),
         "numFiles": snap.num_files,
+        "numRows": rows,
         "sizeInBytes": snap.size_in_bytes,
         "properties": dict(snap.metadata.configuration),
         "schema": json.loads(snap.metadata.schema_string),
@@ -123,19 +235,40 @@ def _describe(snap: Snapshot) -> dict[str, Any]:
 
 @app.command()
 def describe(path: str, as_json: JsonFlag = False) -> None:
-    """Show protocol, features, properties, isolation level, files and partitions."""
+    """Show protocol, features, properties, isolation level, size, rows and partitions."""
     info = _describe(_open(path).snapshot())
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
-    grid = Table(title=f"{path}", show_header=False)
-    grid.add_column("key")
-    grid.add_column("value")
-    for k, v in info.items():
-        if k != "schema":
-            grid.add_row(k, json.dumps(v) if isinstance(v, dict | list) else str(v))
-    grid.add_row("columns", ", ".join(f"{f['name']} {f['type']}" for f in info["schema"]["fields"]))
-    console.print(grid)
+    grid = Table(title=escape(path), show_header=False)
+    grid.add_column("key", no_wrap=True, style="bold")
+    grid.add_column("value", overflow="fold")
+    shown = {
+        "version": str(info["version"]),
+        "id": info["id"],
+        "protocol": f"reader {info['minReaderVersion']}, writer {info['minWriterVersion']}",
+        "features": ", ".join(sorted({*info["readerFeatures"], *info["writerFeatures"]}))
+        or "(none)",
+        "isolation level": info["isolationLevel"],
+        "partition columns": ", ".join(info["partitionColumns"]) or "(not partitioned)",
+        "files": f"{info['numFiles']:,}",
+        "rows": "unknown (files without statistics)"
+        if info["numRows"] is None
+        else f"{info['numRows']:,}",
+        "size": f"{human_size(info['sizeInBytes'])} ({info['sizeInBytes']:,} bytes)",
+        "properties": "\n".join(f"{k}={v}" for k, v in sorted(info["properties"].items()))
+        or "(none)",
+        "columns": ", ".join(
+            f"{f['name']} {_type_name(f['type'])}" for f in info["schema"]["fields"]
+        ),
+    }
+    for key, value in shown.items():
+        grid.add_row(key, escape(value))
+    _console().print(grid)
+
+
+def _type_name(t: Any) -> str:
+    return t if isinstance(t, str) else str(t.get("type", "struct"))
 
 
 @app.command()
@@ -144,23 +277,44 @@ def files(
     version: Annotated[int | None, typer.Option(help="A past version.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List the live data files of a version."""
+    """List the live data files of a version, with their size, rows and deleted rows."""
+    from deltatx.kernel.deletion_vectors import num_records
+
     snap = _open(path).snapshot(version)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for f in snap.add_files():
-        stats = json.loads(f.stats) if f.stats else {}
         rows.append(
             {
                 "path": f.path,
                 "partitionValues": f.partition_values,
                 "size": f.size,
-                "numRecords": stats.get("numRecords"),
+                "numRecords": num_records(f.stats),
                 "deletionVector": None
                 if f.deletion_vector is None
                 else f.deletion_vector.cardinality,
             }
         )
-    _emit(rows, as_json, f"files of {path} at version {snap.version}")
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    grid = Table(title=escape(f"files of {path} at version {snap.version}"))
+    grid.add_column("path", overflow="fold", ratio=1)
+    if snap.partition_columns:
+        grid.add_column("partition", overflow="fold")
+    grid.add_column("size", justify="right", no_wrap=True)
+    grid.add_column("rows", justify="right", no_wrap=True)
+    grid.add_column("deleted rows (DV)", justify="right")
+    for r in rows:
+        cells = [r["path"]]
+        if snap.partition_columns:
+            cells.append(_pairs(r["partitionValues"]).replace("\n", ", "))
+        cells += [
+            human_size(r["size"]),
+            "" if r["numRecords"] is None else f"{r['numRecords']:,}",
+            "" if r["deletionVector"] is None else f"{r['deletionVector']:,}",
+        ]
+        grid.add_row(*(escape(c) for c in cells))
+    _console().print(grid)
 
 
 @app.command()
@@ -172,7 +326,7 @@ def checkpoint(path: str, as_json: JsonFlag = False) -> None:
     if as_json:
         typer.echo(json.dumps({"version": snap.version, "numFiles": snap.num_files}))
         return
-    console.print(f"checkpoint written at version {snap.version}")
+    _console().print(f"checkpoint written at version {snap.version}")
 
 
 @app.command("set-property")
@@ -199,7 +353,8 @@ def set_property(path: str, assignment: str, as_json: JsonFlag = False) -> None:
     if as_json:
         typer.echo(json.dumps({"version": version, "properties": updates}))
         return
-    console.print(f"set {', '.join(f'{k}={v}' for k, v in updates.items())}: version {version}")
+    text = f"set {', '.join(f'{k}={v}' for k, v in updates.items())}: version {version}"
+    _console().print(escape(text))
 
 
 class PastOperation(StrEnum):
@@ -212,6 +367,38 @@ class PastOperation(StrEnum):
     OPTIMIZE = "OPTIMIZE"
 
 
+def _target_predicate(
+    condition: str, *, schema: Any, alias: str | None, operation: PastOperation
+) -> Any:
+    """The condition in the IR, with the table's alias (``t.``) understood, or refused."""
+    from deltatx.spark.expressions import (
+        condition_qualifiers,
+        merge_target_predicate,
+        parse_condition,
+    )
+
+    qualifiers = condition_qualifiers(condition, schema=schema)
+    target = alias.lower() if alias else None
+    if target is None and len(qualifiers) == 1:
+        target = qualifiers[0]  # ``t.country = 'DE'`` copied from a MERGE ON clause
+    if target is None and qualifiers:
+        raise InvalidConditionError(
+            f"the condition '{condition}' qualifies columns with {', '.join(qualifiers)}; "
+            "pass --alias NAME to say which of them is this table (the MERGE target)"
+        )
+    others = [q for q in qualifiers if q != target]
+    if not others:
+        return parse_condition(condition, schema=schema, aliases=() if target is None else [target])
+    if operation is not PastOperation.MERGE or len(others) > 1 or target is None:
+        raise InvalidConditionError(
+            f"the condition '{condition}' names other tables ({', '.join(others)}); only a "
+            "MERGE ON condition may name its source (use --operation MERGE --alias TARGET)"
+        )
+    return merge_target_predicate(
+        condition, schema=schema, target_alias=target, source_alias=others[0]
+    )
+
+
 @app.command()
 def conflicts(
     path: str,
@@ -221,6 +408,13 @@ def conflicts(
         typer.Option(help="Its condition (SQL); default: it read the whole table."),
     ] = None,
     operation: Annotated[PastOperation, typer.Option(help="What it did.")] = PastOperation.DELETE,
+    alias: Annotated[
+        str | None,
+        typer.Option(
+            help="The table's alias in the condition (t in t.country = 'DE'); found on its own "
+            "when the condition uses one alias."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Explain which commits after --since a transaction would collide with, and why.
@@ -229,11 +423,12 @@ def conflicts(
     condition selects at --since (and, for DELETE/UPDATE/MERGE/OPTIMIZE, rewriting them), then
     settled against every later commit with the same code and hints as a real commit. On tables
     with deletion vectors the rows are compared: the condition is evaluated on the data files'
-    rows, and a collision names the rows both transactions touched.
+    rows, and a collision names the rows both transactions touched. A MERGE ON condition can be
+    pasted as it is: the target's alias is understood and the source's columns are ignored.
+    Exits with 3 when at least one commit collides.
     """
     from deltatx.kernel.operations import OperationName
     from deltatx.log.conflict_explanation import explain_conflicts
-    from deltatx.spark.expressions import parse_condition
 
     log = _open(path)
     names = {
@@ -244,7 +439,11 @@ def conflicts(
         PastOperation.OPTIMIZE: OperationName.OPTIMIZE,
     }
     snap = log.snapshot(since)
-    predicate = None if condition is None else parse_condition(condition, schema=snap.schema)
+    predicate = (
+        None
+        if condition is None
+        else _target_predicate(condition, schema=snap.schema, alias=alias, operation=operation)
+    )
     explained = explain_conflicts(
         log,
         snap,
@@ -265,9 +464,22 @@ def conflicts(
         }
         for c in explained.collisions
     ]
+    collisions = sum(1 for r in rows if r["conflict"])
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
-        return
+    else:
+        _print_collisions(rows, explained, operation, condition, collisions)
+    if collisions:
+        raise typer.Exit(3)
+
+
+def _print_collisions(
+    rows: list[dict[str, Any]],
+    explained: Any,
+    operation: PastOperation,
+    condition: str | None,
+    collisions: int,
+) -> None:
     title = (
         f"{operation.value} reading {condition or 'the whole table'} at version "
         f"{explained.read_version} ({explained.isolation_level.value})"
@@ -277,22 +489,43 @@ def conflicts(
         title += f", comparing rows: {matched} matched in {len(explained.matched_rows)} file(s)"
     elif explained.fallback:
         title += f", per file: {explained.fallback}"
-    grid = Table(title=title, show_lines=True)
-    for name in ("version", "operation", "conflict", "where", "rows", "why / hint"):
-        grid.add_column(name)
-    for r in rows:
-        where = ", ".join(str(x) for x in (r["partition"], r["file"]) if x)
-        grid.add_row(
-            str(r["version"]),
-            str(r["operation"]),
-            r["conflict"] or "[green]none",
-            where,
-            "" if r["rows"] is None else ", ".join(map(str, r["rows"])),
-            r["hint"] or r["note"] or "",
-        )
-    console.print(grid)
-    collisions = sum(1 for r in rows if r["conflict"])
-    console.print(f"{collisions} of {len(rows)} later commit(s) collide with this transaction")
+    out = _console()
+    if out.width < _WIDE:
+        # Narrow terminals and logs: one block per commit, nothing cut.
+        out.print(escape(title), overflow="fold")
+        for r in rows:
+            verdict = escape(r["conflict"]) if r["conflict"] else "[green]no conflict[/]"
+            out.print(f"[bold]version {r['version']}[/] {escape(str(r['operation']))}: {verdict}")
+            if r["partition"]:
+                out.print(f"  partition: {escape(r['partition'])}", overflow="fold")
+            if r["file"]:
+                out.print(f"  file: {escape(r['file'])}", overflow="fold")
+            if r["rows"] is not None:
+                out.print(f"  rows: {', '.join(map(str, r['rows']))}", overflow="fold")
+            if r["hint"]:
+                out.print(f"  hint: {escape(r['hint'])}")
+            elif r["note"]:
+                out.print(f"  note: {escape(r['note'])}")
+    else:
+        grid = Table(title=escape(title), show_lines=True)
+        grid.add_column("ver", justify="right", no_wrap=True)
+        grid.add_column("operation", overflow="fold")
+        grid.add_column("conflict", no_wrap=True)
+        grid.add_column("where", overflow="fold")
+        grid.add_column("rows", overflow="fold")
+        grid.add_column("why / hint", overflow="fold", ratio=1)
+        for r in rows:
+            where = "\n".join(str(x) for x in (r["partition"], r["file"]) if x)
+            grid.add_row(
+                str(r["version"]),
+                escape(str(r["operation"])),
+                escape(r["conflict"]) if r["conflict"] else "[green]none[/]",
+                escape(where),
+                "" if r["rows"] is None else ", ".join(map(str, r["rows"])),
+                escape(r["hint"] or r["note"] or ""),
+            )
+        out.print(grid)
+    out.print(f"{collisions} of {len(rows)} later commit(s) collide with this transaction")
 
 
 @app.command()
@@ -300,12 +533,25 @@ def vacuum(
     path: str,
     retention_hours: Annotated[float | None, typer.Option(help="Default: the table's.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    enforce_retention: Annotated[
+        bool,
+        typer.Option(
+            "--enforce-retention/--no-enforce-retention",
+            help="Refuse a retention shorter than the table's delta.deletedFileRetentionDuration "
+            "(168 hours by default); --no-enforce-retention allows it.",
+        ),
+    ] = True,
     as_json: JsonFlag = False,
 ) -> None:
     """Delete files the table no longer references, older than the retention."""
     from deltatx.log.vacuum import vacuum as run_vacuum
 
-    metrics = run_vacuum(_open(path), retention_hours=retention_hours, dry_run=dry_run)
+    metrics = run_vacuum(
+        _open(path),
+        retention_hours=retention_hours,
+        dry_run=dry_run,
+        enforce_retention=enforce_retention,
+    )
     if as_json:
         typer.echo(
             json.dumps(
@@ -320,17 +566,21 @@ def vacuum(
             )
         )
         return
+    out = _console()
     verb = "would delete" if dry_run else "deleted"
-    console.print(f"{verb} {metrics.num_files_to_delete} file(s)")
+    size = "" if dry_run else f" ({human_size(metrics.num_deleted_bytes)})"
+    out.print(f"{verb} {metrics.num_files_to_delete} file(s){size}")
     for p in metrics.deleted_paths:
-        console.print(f"  {p}")
+        out.print(f"  {escape(p)}", overflow="fold")
 
 
 def main() -> None:
     """Entry point of the ``deltatx`` command; turns deltatx errors into one-line messages."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode, click returns the code of typer.Exit instead of exiting.
+        code = app(standalone_mode=False)
     except (TableNotFoundError, VersionNotFoundError, InvalidArgumentError) as exc:
+        # InvalidArgumentError covers bad properties and conditions (InvalidConditionError).
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except ConcurrentModificationException as exc:
@@ -342,11 +592,13 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+        # Usage errors come from click, which some typer releases vendor under another name.
+        kinds = {k.__name__ for k in type(exc).__mro__}
+        if "ClickException" in kinds:
+            exc.show()  # type: ignore[attr-defined]
             sys.exit(2)
-        if isinstance(exc, click.exceptions.Abort):
+        if "Abort" in kinds:
             sys.exit(130)
         raise
+    if isinstance(code, int) and code:
+        sys.exit(code)

@@ -1,6 +1,6 @@
 """Every exception deltatx raises, rooted at :class:`DeltaError`.
 
-Conflict exceptions keep the names the seeds document; their messages start with the error
+Conflict exceptions keep the names Delta Lake documents; their messages start with the error
 class (``[DELTA_CONCURRENT_APPEND] ...``) and they carry the winning commit, what collided and a
 hint that says how to avoid the conflict.
 """
@@ -105,6 +105,23 @@ class JavaNotFoundError(DeltaError):
 
 class InvalidConditionError(InvalidArgumentError):
     """A SQL condition or expression could not be parsed or refers to unknown columns."""
+
+
+class ConditionSyntaxError(InvalidConditionError):
+    """A SQL condition is not valid SQL; the message names the construct and where it failed.
+
+    Attributes:
+        condition: The condition as given.
+        construct: The SQL construct that could not be completed (``AND``, ``=``, ...), or the
+            token that was not expected.
+        column: The 1-based character position in the condition where parsing stopped.
+    """
+
+    def __init__(self, message: str, *, condition: str, construct: str, column: int) -> None:
+        super().__init__(message)
+        self.condition = condition
+        self.construct = construct
+        self.column = column
 
 
 class TransactionStateError(DeltaError):
@@ -264,6 +281,7 @@ __all__ = [
     "ConcurrentDeleteReadException",
     "ConcurrentModificationException",
     "ConcurrentTransactionException",
+    "ConditionSyntaxError",
     "DeltaError",
     "InvalidArgumentError",
     "InvalidConditionError",

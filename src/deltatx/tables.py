@@ -41,6 +41,7 @@ from deltatx.log.restore import stage_restore
 from deltatx.log.snapshot import Snapshot
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.log.vacuum import vacuum
+from deltatx.progress import operation, step
 from deltatx.spark.commands.common import (
     new_table_actions,
     parse_schema_argument,
@@ -76,6 +77,11 @@ class Transaction:
     def read_version(self) -> int:
         """The version this transaction read (-1 when it creates the table)."""
         return self._txn.read_version
+
+    @property
+    def path(self) -> str:
+        """The path of the table this transaction writes."""
+        return self._txn.log.table_path
 
     @property
     def core(self) -> OptimisticTransaction:
@@ -225,7 +231,9 @@ class Transaction:
             ConcurrentModificationException: A concurrent commit conflicts (a documented
                 subclass, with ``hint``).
         """
-        return self._txn.commit()
+        with operation("COMMIT", self.path):
+            step("committing")
+            return self._txn.commit()
 
     def abort(self) -> None:
         """Drops the staged work; files already written stay invisible until VACUUM."""
@@ -445,7 +453,7 @@ class DeltaTable:
 
     def delete(self, condition: str | Column | None = None) -> DeleteMetrics:
         """Deletes the rows matching ``condition`` (all rows when None) in one commit."""
-        with self.begin() as txn:
+        with operation("DELETE", self.path), self.begin() as txn:
             return txn.delete(condition)
 
     def update(
@@ -454,7 +462,7 @@ class DeltaTable:
         set: Mapping[str, str | Column] | None = None,
     ) -> UpdateMetrics:
         """Updates the rows matching ``condition``: ``set`` maps columns to expressions."""
-        with self.begin() as txn:
+        with operation("UPDATE", self.path), self.begin() as txn:
             return txn.update(condition, set)
 
     def merge(self, source: DataFrame, condition: str | Column) -> MergeBuilder:
@@ -467,7 +475,7 @@ class DeltaTable:
 
     def reorg_purge(self) -> OptimizeMetrics:
         """REORG TABLE ... APPLY (PURGE): rewrites the files that carry deletion vectors."""
-        with self.begin() as txn:
+        with operation("REORG", self.path), self.begin() as txn:
             return txn.reorg_purge()
 
     def vacuum(
@@ -578,28 +586,29 @@ def write(
     Returns:
         The committed version, or None when the write was skipped.
     """
-    spark = df.sparkSession
-    log = DeltaLog.for_table(path)
-    snapshot = log.snapshot() if log.table_exists() else None
-    txn = Transaction(spark, log, snapshot)
-    try:
-        staged = txn.write(
-            df,
-            mode=mode,
-            partition_by=partition_by,
-            replace_where=replace_where,
-            merge_schema=merge_schema,
-            properties=properties,
-            app_id=app_id,
-            app_version=app_version,
-        )
-    except BaseException:
-        txn.abort()
-        raise
-    if not staged:
-        txn.abort()
-        return None
-    return txn.commit()
+    with operation("WRITE", path):
+        spark = df.sparkSession
+        log = DeltaLog.for_table(path)
+        snapshot = log.snapshot() if log.table_exists() else None
+        txn = Transaction(spark, log, snapshot)
+        try:
+            staged = txn.write(
+                df,
+                mode=mode,
+                partition_by=partition_by,
+                replace_where=replace_where,
+                merge_schema=merge_schema,
+                properties=properties,
+                app_id=app_id,
+                app_version=app_version,
+            )
+        except BaseException:
+            txn.abort()
+            raise
+        if not staged:
+            txn.abort()
+            return None
+        return txn.commit()
 
 
 __all__ = ["DeltaTable", "MergeBuilder", "OptimizeBuilder", "Transaction", "spark_session", "write"]

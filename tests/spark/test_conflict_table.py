@@ -12,9 +12,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from deltatx.demo.conflicts import (
+    DOCUMENTED_SENTENCE,
     GROUPS,
     LEVELS,
-    SEED_SENTENCE,
     Op,
     build_template,
     documented_without_row_level,
@@ -52,7 +52,7 @@ def test_cell(
     import shutil
 
     documented = documented_without_row_level(a.group, b.group, level)
-    sentence = SEED_SENTENCE[frozenset((a.group, b.group))]
+    sentence = DOCUMENTED_SENTENCE[frozenset((a.group, b.group))]
     orders = [(a, b)] if a is b else [(a, b), (b, a)]
     errors = []
     for first, second in orders:
@@ -68,13 +68,13 @@ def test_cell(
 
 def test_groups_cover_the_seed_table() -> None:
     assert {frozenset((r, c)) for i, r in enumerate(GROUPS) for c in GROUPS[i:]} == set(
-        SEED_SENTENCE
+        DOCUMENTED_SENTENCE
     )
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
 def test_update_and_delete_on_dates(spark: SparkSession, tmp_path: Path, partitioned: bool) -> None:
-    """Seed 000: 'UPDATE table WHERE date > '2010-01-01' ... y DELETE table WHERE date <
+    """The documents: 'UPDATE table WHERE date > '2010-01-01' ... y DELETE table WHERE date <
     '2010-01-01', estarán en conflicto si la tabla no tiene particiones por fecha ... La
     creación de particiones de la tabla por date evitará el conflicto.'"""
     outcome = update_delete_by_date(spark, tmp_path / "t", partitioned=partitioned)
@@ -83,7 +83,7 @@ def test_update_and_delete_on_dates(spark: SparkSession, tmp_path: Path, partiti
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["join-keys-only", "explicit-partition"])
 def test_merge_example(spark: SparkSession, tmp_path: Path, explicit: bool) -> None:
-    """Seed 000: the MERGE with only join keys 'puede examinar toda la tabla' and conflict;
+    """The documents: the MERGE with only join keys 'puede examinar toda la tabla' and conflict;
     with t.date and t.country in the condition 'es seguro ejecutar esta operación
     simultáneamente en diferentes fechas y países'."""
     outcome = merge_by_partition(spark, tmp_path / "t", explicit=explicit)
@@ -94,7 +94,7 @@ def test_merge_example(spark: SparkSession, tmp_path: Path, explicit: bool) -> N
 
 @pytest.mark.parametrize("level", LEVELS, ids=[lvl.value for lvl in LEVELS])
 def test_txn1_txn2(spark: SparkSession, tmp_path: Path, level: IsolationLevel) -> None:
-    """Seed 000: 'En el nivel serializable, un lector nunca vería los datos insertados por
+    """The documents: 'En el nivel serializable, un lector nunca vería los datos insertados por
     txn2, pero, en el nivel WriteSerializable, un lector podría ver ... los datos insertados
     por txn2.'"""
     outcome = txn1_txn2(spark, tmp_path / "t", level=level)

@@ -19,5 +19,5 @@ def test_demo_quick_agrees_with_the_seed(spark: SparkSession, tmp_path: Path) ->
     assert "can conflict" in html and "cannot conflict" in html
     assert "txn1" in html
     text = console.export_text()
-    assert "every observation agrees with seed 000" in text
+    assert "every observation agrees with Delta Lake" in text
     assert (tmp_path / "demo" / "events-Serializable" / "_delta_log").is_dir()

@@ -22,8 +22,8 @@ from deltatx.demo.conflicts import AnyOp
 from deltatx.demo.conflicts import Op as DemoOp
 from deltatx.demo.row_level import (
     ALL_OPS,
+    DOCUMENTED_SENTENCE_ROW_LEVEL,
     ROW_LEVEL_GROUPS,
-    SEED_SENTENCE_ROW_LEVEL,
     SerialRuns,
     build_row_level_template,
     documented_with_row_level,
@@ -228,10 +228,10 @@ def test_row_level_cell(
     b: AnyOp,
 ) -> None:
     """Every cell of seed 000's table with row-level concurrency, both commit orders; the
-    sentence each checks is in SEED_SENTENCE_ROW_LEVEL and in the failure message. Each run
+    sentence each checks is in DOCUMENTED_SENTENCE_ROW_LEVEL and in the failure message. Each run
     must also lose nothing (the final rows are a serial run of what committed)."""
     documented = documented_with_row_level(a.group, b.group, level)
-    sentence = SEED_SENTENCE_ROW_LEVEL[frozenset((a.group, b.group))]
+    sentence = DOCUMENTED_SENTENCE_ROW_LEVEL[frozenset((a.group, b.group))]
     serial = SerialRuns(spark, row_templates[level], tmp_path / "serial")
     orders = [(a, b)] if a is b else [(a, b), (b, a)]
     errors = []
@@ -250,6 +250,6 @@ def test_row_level_cell(
 
 
 def test_row_level_groups_cover_the_table() -> None:
-    """Every cell of the row-level table (the seed's three groups plus ZORDER BY) is named."""
+    """Every cell of the row-level table (the documents' three groups plus ZORDER BY) is named."""
     keys = {frozenset((r, c)) for i, r in enumerate(ROW_LEVEL_GROUPS) for c in ROW_LEVEL_GROUPS[i:]}
-    assert keys == set(SEED_SENTENCE_ROW_LEVEL)
+    assert keys == set(DOCUMENTED_SENTENCE_ROW_LEVEL)

@@ -66,3 +66,74 @@ def test_java_check_does_not_load_pyspark() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
+
+
+# -- configuration of a new local session (no JVM: the settings only) ------------------------
+
+
+def test_defaults_without_arguments_or_environment() -> None:
+    settled = session_module.session_configuration(env={})
+    assert settled["spark.master"] == "local[2]"
+    assert settled["spark.driver.memory"] == "2g"
+    assert settled["spark.ui.enabled"] == "false"
+    assert settled["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_environment_spark_honours() -> None:
+    env = {
+        "MASTER": "local[6]",
+        "SPARK_DRIVER_MEMORY": "6g",
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.sql.shuffle.partitions=16 pyspark-shell",
+    }
+    settled = session_module.session_configuration(env=env)
+    assert settled["spark.master"] == "local[6]"
+    assert settled["spark.driver.memory"] == "6g"
+    assert settled["spark.sql.shuffle.partitions"] == "16"
+
+
+def test_submit_args_give_master_and_memory() -> None:
+    env = {"PYSPARK_SUBMIT_ARGS": "--master local[3] --driver-memory=5g pyspark-shell"}
+    settled = session_module.session_configuration(env=env)
+    assert (settled["spark.master"], settled["spark.driver.memory"]) == ("local[3]", "5g")
+
+
+def test_spark_defaults_conf_is_not_overridden(tmp_path: object) -> None:
+    from pathlib import Path
+
+    conf_dir = Path(str(tmp_path))
+    (conf_dir / "spark-defaults.conf").write_text(
+        "# comment\nspark.sql.shuffle.partitions   32\nspark.master local[5]\n"
+    )
+    settled = session_module.session_configuration(env={"SPARK_CONF_DIR": str(conf_dir)})
+    assert settled["spark.sql.shuffle.partitions"] == "32"
+    assert settled["spark.master"] == "local[5]"
+
+
+def test_arguments_win_over_the_environment() -> None:
+    env = {"MASTER": "local[6]", "SPARK_DRIVER_MEMORY": "6g"}
+    settled = session_module.session_configuration(
+        master="local[1]",
+        driver_memory="1g",
+        ui=True,
+        config={"spark.sql.shuffle.partitions": "8"},
+        env=env,
+    )
+    assert settled["spark.master"] == "local[1]"
+    assert settled["spark.driver.memory"] == "1g"
+    assert settled["spark.ui.enabled"] == "true"
+    assert settled["spark.sql.shuffle.partitions"] == "8"
+
+
+def test_a_failed_task_is_one_typed_error_without_java_stack_traces(
+    spark: SparkSession, tmp_path: object, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from deltatx import DeltaTable, SchemaMismatchError, write
+
+    path = f"{tmp_path}/t"
+    DeltaTable.create(spark, path, schema="id BIGINT NOT NULL, v STRING")
+    rows = spark.createDataFrame([(None, "x"), (1, "y")], "id BIGINT, v STRING")
+    capfd.readouterr()
+    with pytest.raises(SchemaMismatchError, match="NOT NULL column 'id'"):
+        write(rows, path, mode="append")
+    err = capfd.readouterr().err
+    assert "\tat org.apache" not in err and "Exception in task" not in err, err[:2000]

@@ -875,6 +875,20 @@ for name, (text, match) in BAD_CONDITIONS.items():
         _nothing, _parse_condition(text), InvalidConditionError, match
     )
 
+
+def test_syntax_errors_name_the_construct_not_parser_internals() -> None:
+    from deltatx.errors import ConditionSyntaxError
+    from deltatx.spark.expressions import parse_condition
+
+    for text, construct in [("id = 1 AND", "AND"), ("id = = 1", "="), ("(id = 1", "(")]:
+        with pytest.raises(ConditionSyntaxError) as info:
+            parse_condition(text, schema=parse_schema(SCHEMA))
+        assert info.value.construct == construct
+        assert 1 <= info.value.column <= len(text)
+        assert "<class" not in str(info.value) and "sqlglot" not in str(info.value)
+        assert f"at character {info.value.column}" in str(info.value)
+
+
 # A second statement after ';' must be refused, not read as part of the condition.
 CASES["condition-two-statements"] = Case(
     _nothing, _parse_condition("id = 1; DROP TABLE t"), InvalidConditionError, "statements"

@@ -1,1 +1,1 @@
-"""The main job behind ``make demo``: real Spark writers reproducing the seeds' tables."""
+"""The main job behind ``make demo``: real Spark writers reproducing the conflict tables."""

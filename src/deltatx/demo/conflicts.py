@@ -1,4 +1,4 @@
-"""Seed 000's conflict tables, reproduced with real concurrent Spark transactions.
+"""The documented conflict tables, reproduced with real concurrent Spark transactions.
 
 Each cell of a table is a pair of operations. For a pair, both orders are run: transaction A
 begins and stages its work (reading its snapshot, writing its files), transaction B begins on
@@ -30,7 +30,7 @@ LEVELS: tuple[IsolationLevel, ...] = (
 
 
 class Op(StrEnum):
-    """The operations of the seed's tables ("INSERT" is a blind append)."""
+    """The operations of the documented tables ("INSERT" is a blind append)."""
 
     INSERT = "INSERT"
     UPDATE = "UPDATE"
@@ -40,20 +40,20 @@ class Op(StrEnum):
 
     @property
     def group(self) -> str:
-        """The seed's row/column: INSERT, UPDATE/DELETE/MERGE, or OPTIMIZE."""
+        """The documented row/column: INSERT, UPDATE/DELETE/MERGE, or OPTIMIZE."""
         if self in (Op.UPDATE, Op.DELETE, Op.MERGE):
             return "UPDATE, DELETE, MERGE"
         return self.value
 
 
 class ExtraOp(StrEnum):
-    """Operations the row-level table adds to the seed's groups (not in the first table)."""
+    """Operations the row-level table adds to the documented groups (not in the first table)."""
 
     ZORDER = "OPTIMIZE ZORDER BY"
 
     @property
     def group(self) -> str:
-        """Its own row and column: the seed names it inside the OPTIMIZE cells."""
+        """Its own row and column: the documents name it inside the OPTIMIZE cells."""
         return self.value
 
 
@@ -63,10 +63,10 @@ SCHEMA = "id BIGINT, k INT, v DOUBLE"
 
 
 def documented_without_row_level(a: str, b: str, level: IsolationLevel) -> bool:
-    """Seed 000, table without row-level concurrency: may the pair conflict at ``level``?
+    """The documents' table without row-level concurrency: may the pair conflict at ``level``?
 
     Tables without deletion vectors (or partitioned ones); OPTIMIZE here is a compaction on a
-    table without deletion vectors, which the seed says can conflict with DML and OPTIMIZE.
+    table without deletion vectors, which the documents say can conflict with DML and OPTIMIZE.
     """
     pair = frozenset((a, b))
     dml = "UPDATE, DELETE, MERGE"
@@ -77,7 +77,7 @@ def documented_without_row_level(a: str, b: str, level: IsolationLevel) -> bool:
     return True  # DML/DML, OPTIMIZE/DML and OPTIMIZE/OPTIMIZE "puede entrar en conflicto"
 
 
-SEED_SENTENCE = {
+DOCUMENTED_SENTENCE = {
     frozenset({"INSERT"}): "INSERT / INSERT: 'Sin riesgo de conflicto'",
     frozenset({"INSERT", "UPDATE, DELETE, MERGE"}): (
         "UPDATE, DELETE y MERGE INTO / INSERT: 'No puede entrar en conflicto en "
@@ -130,7 +130,7 @@ class Cell:
 
     @property
     def agrees(self) -> bool:
-        """Whether what happened is what the seed says may happen (and nothing was lost)."""
+        """Whether what happened is what the documents say may happen (and nothing was lost)."""
         lost = any(o.lost for o in self.outcomes)
         return self.observed_conflict == self.documented_may_conflict and not lost
 
@@ -207,7 +207,7 @@ def observe_table(
     levels: tuple[IsolationLevel, ...] = LEVELS,
     progress: Callable[[str], None] | None = None,
 ) -> list[Cell]:
-    """Runs every pair of ``ops`` in both orders at every level; one cell per seed cell."""
+    """Runs every pair of ``ops`` in both orders at every level; one cell per documented cell."""
     cells: list[Cell] = []
     for level in levels:
         template = workdir / f"template-{level.value}"

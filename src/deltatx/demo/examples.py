@@ -1,4 +1,4 @@
-"""Seed 000's worked examples, run for real: partitions and explicit conditions, txn1/txn2."""
+"""The documented worked examples, run for real: partitions and explicit conditions, txn1/txn2."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from deltatx.tables import DeltaTable, write
 
 @dataclass(frozen=True, slots=True)
 class ExampleOutcome:
-    """What one worked example did and what the seed says it should do."""
+    """What one worked example did and what the documents say it should do."""
 
     name: str
     variant: str
@@ -44,7 +44,7 @@ def _fresh(path: Path) -> str:
 def update_delete_by_date(spark: SparkSession, path: Path, *, partitioned: bool) -> ExampleOutcome:
     """``UPDATE ... WHERE date > '2010-01-01'`` against ``DELETE ... WHERE date < '2010-01-01'``.
 
-    Seed 000: they conflict if the table is not partitioned by date; partitioning by date
+    The documents: they conflict if the table is not partitioned by date; partitioning by date
     avoids the conflict.
     """
     root = _fresh(path)
@@ -88,7 +88,7 @@ def update_delete_by_date(spark: SparkSession, path: Path, *, partitioned: bool)
 def merge_by_partition(spark: SparkSession, path: Path, *, explicit: bool) -> ExampleOutcome:
     """Two MERGE jobs on different (date, country) partitions of one table, concurrently.
 
-    Seed 000: with only ``s.date = t.date AND s.country = t.country`` in the condition the
+    The documents: with only ``s.date = t.date AND s.country = t.country`` in the condition the
     MERGE may scan the whole table and conflict; adding ``t.date = '...' AND t.country =
     '...'`` makes it safe to run concurrently.
     """
@@ -146,7 +146,7 @@ def merge_by_partition(spark: SparkSession, path: Path, *, explicit: bool) -> Ex
 
 
 def txn1_txn2(spark: SparkSession, path: Path, *, level: IsolationLevel) -> ExampleOutcome:
-    """Seed 000's Serializable example: txn1 deletes, txn2 re-inserts what txn1 deletes.
+    """The documented Serializable example: txn1 deletes, txn2 re-inserts what txn1 deletes.
 
     txn2 commits first, then txn1. Under WriteSerializable txn1 commits as if it ran before
     txn2, so a reader sees txn2's row although the history says txn1's delete came after it.

@@ -1,4 +1,4 @@
-"""``deltatx demo``: the pipeline, seed 000's two conflict tables observed live, the examples.
+"""``deltatx demo``: the pipeline, the two documented conflict tables observed live, examples.
 
 The first table is the one without row-level concurrency, the second the one with it
 (deletion vectors, :mod:`deltatx.demo.row_level`).
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from deltatx.demo.conflicts import GROUPS, AnyOp, Cell, Op, observe_table
@@ -21,6 +22,7 @@ from deltatx.demo.examples import (
     txn1_txn2,
     update_delete_by_date,
 )
+from deltatx.demo.legend import code, legend
 from deltatx.demo.pipeline import run_pipeline
 from deltatx.demo.report import TableSection, write_report
 from deltatx.demo.row_level import ALL_OPS, ROW_LEVEL_GROUPS, observe_row_level_table
@@ -38,14 +40,22 @@ class DemoResult:
     seconds: float
 
 
+def _print_legend(console: Console, errors: Sequence[str | None]) -> None:
+    rows = legend(errors)
+    if rows:
+        console.print(
+            "[dim]codes: " + ", ".join(f"{c} = {n}" for c, n in rows) + "[/]", overflow="fold"
+        )
+
+
 def _print_table(
     console: Console, title: str, cells: list[Cell], groups: Sequence[str] = GROUPS
 ) -> None:
     for level in sorted({c.level for c in cells}, key=lambda lvl: lvl.value):
-        grid = Table(title=f"{title} — {level.value} (observed / seed)", show_lines=True)
-        grid.add_column("")
+        grid = Table(title=f"{title} — {level.value}", show_lines=True)
+        grid.add_column("", overflow="fold")
         for g in groups:
-            grid.add_column(g)
+            grid.add_column(g, overflow="fold")
         by_key = {frozenset((c.row, c.column)): c for c in cells if c.level is level}
         for i, row in enumerate(groups):
             values = []
@@ -55,11 +65,17 @@ def _print_table(
                     values.append("")
                     continue
                 seen = "conflict" if cell.observed_conflict else "no conflict"
-                said = "can conflict" if cell.documented_may_conflict else "cannot conflict"
+                said = "can" if cell.documented_may_conflict else "cannot"
                 mark = "[green]✓" if cell.agrees else "[bold red]✗ DISAGREES"
-                values.append(f"{mark}[/] {seen}\n[dim]seed: {said}[/]")
+                runs = " ".join(code(o.error) for o in cell.outcomes)
+                values.append(f"{mark}[/] {seen}\n[dim]docs: {said}\nruns: {runs}[/]")
             grid.add_row(row, *values)
         console.print(grid)
+        _print_legend(console, [o.error for c in cells if c.level is level for o in c.outcomes])
+    console.print(
+        "[dim]Each cell: what happened (✓ = as documented), what Delta Lake's documentation "
+        "says (can / cannot conflict), and the result of each commit order (ok = committed).[/]"
+    )
 
 
 def run_demo(directory: Path, *, quick: bool = False, console: Console | None = None) -> DemoResult:
@@ -73,7 +89,7 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
     pipeline = run_pipeline(spark, directory, console=out)
     disagreements += pipeline.disagreements
 
-    out.rule("[bold]Seed 000: write conflicts without row-level concurrency")
+    out.rule("[bold]Write conflicts without row-level concurrency")
     ops = (Op.INSERT, Op.DELETE, Op.OPTIMIZE) if quick else tuple(Op)
     cells = observe_table(
         spark,
@@ -84,7 +100,7 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
     _print_table(out, "Without row-level concurrency", cells)
     disagreements += sum(not c.agrees for c in cells)
 
-    out.rule("[bold]Seed 000: write conflicts with row-level concurrency (deletion vectors)")
+    out.rule("[bold]Write conflicts with row-level concurrency (deletion vectors)")
     row_ops: tuple[AnyOp, ...] = (Op.INSERT, Op.DELETE, Op.OPTIMIZE) if quick else ALL_OPS
     row_cells = observe_row_level_table(
         spark,
@@ -95,7 +111,7 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
     _print_table(out, "With row-level concurrency", row_cells, ROW_LEVEL_GROUPS)
     disagreements += sum(not c.agrees for c in row_cells)
 
-    out.rule("[bold]Seed 000: the worked examples")
+    out.rule("[bold]The documented examples")
     examples: list[ExampleOutcome] = [
         update_delete_by_date(spark, directory / "examples" / "dates-flat", partitioned=False),
         update_delete_by_date(
@@ -109,18 +125,19 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
             txn1_txn2(spark, directory / "examples" / f"txn1-txn2-{level.value}", level=level)
         )
     grid = Table(title="worked examples", show_lines=True)
-    for name in ("example", "variant", "seed", "observed", "detail"):
-        grid.add_column(name)
+    for name in ("example", "variant", "documented", "observed", "detail"):
+        grid.add_column(name, overflow="fold")
     for e in examples:
         mark = "[green]✓" if e.agrees else "[bold red]✗ DISAGREES"
         grid.add_row(
-            e.name,
-            e.variant,
+            escape(e.name),
+            escape(e.variant),
             "conflict" if e.expected_conflict else "no conflict",
-            f"{mark}[/] {e.error or 'committed'}",
-            e.detail,
+            f"{mark}[/] {code(e.error) if e.error else 'committed'}",
+            escape(e.detail),
         )
     out.print(grid)
+    _print_legend(out, [e.error for e in examples])
     disagreements += sum(not e.agrees for e in examples)
 
     seconds = time.monotonic() - started
@@ -153,9 +170,10 @@ def run_demo(directory: Path, *, quick: bool = False, console: Console | None = 
         seconds=seconds,
     )
     verdict = (
-        "[bold green]every observation agrees with seed 000"
+        "[bold green]every observation agrees with Delta Lake's isolation-level documentation"
         if not disagreements
-        else f"[bold red]{disagreements} observation(s) disagree with seed 000"
+        else f"[bold red]{disagreements} observation(s) disagree with Delta Lake's "
+        "isolation-level documentation"
     )
     out.print(verdict)
     out.print(f"report: {report}")

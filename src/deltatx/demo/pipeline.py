@@ -1,6 +1,6 @@
 """The demo's pipeline: an events table fed by concurrent writers, under each isolation level.
 
-Partitioned by date and country, as seed 000 advises: concurrent appends, per-partition MERGE
+Partitioned by date and country, as the documents advise: concurrent appends, per-partition MERGE
 jobs with explicit partition predicates, a DELETE and an OPTIMIZE run side by side and all
 commit; then a day is replaced with ``replace_where``, and time travel reads an old version.
 """
@@ -161,7 +161,7 @@ def run_pipeline(spark: SparkSession, directory: Path, *, console: Console) -> P
     """Runs the events pipeline under ``directory``, once per isolation level.
 
     Returns:
-        A summary; ``disagreements`` counts observed behaviours that differ from the seeds.
+        A summary; ``disagreements`` counts observed behaviours that differ from the documents.
     """
     out = console
     started = time.monotonic()

@@ -1,6 +1,6 @@
-"""Seed 000's second conflict table, WITH row-level concurrency, observed live on Spark.
+"""The second documented conflict table, WITH row-level concurrency, observed live on Spark.
 
-The table is unpartitioned with deletion vectors (the seed's condition for row-level
+The table is unpartitioned with deletion vectors (the documents' condition for row-level
 concurrency). Every DML targets the same row (``id = 6``) and the INSERT appends a row with
 that id, so each "can conflict" cell is provoked on purpose; OPTIMIZE compacts the very files
 the DML changes, so each "cannot conflict" cell is a real promise. A ZORDER BY variant shows
@@ -44,7 +44,7 @@ TARGET_ID = 6
 _DML = "UPDATE, DELETE, MERGE"
 _ZORDER = ExtraOp.ZORDER.value
 
-SEED_SENTENCE_ROW_LEVEL = {
+DOCUMENTED_SENTENCE_ROW_LEVEL = {
     frozenset({"INSERT"}): "INSERT / INSERT: 'Sin riesgo de conflicto'",
     frozenset({"INSERT", _DML}): (
         "UPDATE, DELETE y MERGE INTO / INSERT: 'No puede entrar en conflicto en "
@@ -76,14 +76,14 @@ SEED_SENTENCE_ROW_LEVEL = {
         {_ZORDER}
     ): "OPTIMIZE / OPTIMIZE: 'Puede entrar en conflicto cuando se usa ZORDER BY.'",
 }
-"""The seed sentence behind each cell of the row-level table."""
+"""The documented sentence behind each cell of the row-level table."""
 
 
 def documented_with_row_level(a: str, b: str, level: IsolationLevel) -> bool:
-    """Seed 000, table with row-level concurrency: may the pair conflict at ``level``?
+    """The documents' table with row-level concurrency: may the pair conflict at ``level``?
 
     Args:
-        a: A group of :data:`ROW_LEVEL_GROUPS` (the seed's three, or ``OPTIMIZE ZORDER BY``).
+        a: A group of :data:`ROW_LEVEL_GROUPS` (the documents' three, or ``OPTIMIZE ZORDER BY``).
         b: Another (or the same) group.
         level: The isolation level.
     """

@@ -227,9 +227,9 @@ class ConflictChecker:
                 f"A concurrent {winner.operation} changed the table protocol to reader version "
                 f"{p.min_reader_version} / writer version {p.min_writer_version}"
                 + _features(p)
-                + "; protocol changes fail every concurrent write (seed 000). Retry the "
-                "operation, and run protocol upgrades (ALTER TABLE ... SET TBLPROPERTIES, "
-                "REORG ... UPGRADE) when no other writer is active."
+                + "; protocol changes fail every concurrent write (Delta Lake's isolation-level "
+                "documentation). Retry the operation, and run protocol upgrades (e.g. "
+                "dt.set_properties({...})) when no other writer is active."
             )
             detail = ""
         raise ProtocolChangedException(
@@ -250,9 +250,10 @@ class ConflictChecker:
             winning_operation=winner.operation,
             hint=(
                 f"A concurrent {winner.operation} {self._what_changed(md)}; metadata changes "
-                "(schema, table properties, partitioning) fail every concurrent write (seed "
-                "000). Retry the operation on the new version, and run ALTER TABLE statements "
-                "when no other writer is active."
+                "(schema, table properties, partitioning) fail every concurrent write (Delta "
+                "Lake's isolation-level documentation). Retry the operation on the new version, "
+                "and change metadata (e.g. dt.set_properties({...})) when no other writer is "
+                "active."
             ),
         )
 
@@ -319,7 +320,8 @@ class ConflictChecker:
             if compaction:
                 hint = (
                     "Two compactions (OPTIMIZE or REORG) rewrote the same files at the same time "
-                    "(seed 000); run one compaction at a time, or give each its own partitions "
+                    "(Delta Lake's isolation-level documentation); run one compaction at a time, "
+                    "or give each its own partitions "
                     "with optimize().where(...)."
                 )
             else:
@@ -400,8 +402,8 @@ class ConflictChecker:
             return (
                 why + " That commit was a blind append (an INSERT that read nothing); "
                 "Serializable isolation makes blind appends conflict with transactions that "
-                "read the table, while WriteSerializable (the default; ALTER TABLE ... SET "
-                "TBLPROPERTIES ('delta.isolationLevel' = 'WriteSerializable')) would have "
+                "read the table, while WriteSerializable (the default; set it with "
+                "dt.set_properties({'delta.isolationLevel': 'WriteSerializable'})) would have "
                 "allowed this commit."
             )
         if winner.is_blind_append:
@@ -415,7 +417,7 @@ class ConflictChecker:
             example = f"{c} IS NULL" if value == "null" else f"{c} = {_sql_value(value)}"
             return (
                 why + " If this operation works on other partitions, make the separation "
-                "explicit in its condition (seed 000): restrict it to the partitions it "
+                "explicit in its condition: restrict it to the partitions it "
                 f'touches, e.g. add "{example}" with your own values (for a MERGE, in the ON '
                 "clause as t." + c + " = ...)."
             )
@@ -424,7 +426,7 @@ class ConflictChecker:
         return (
             why + " Any added file can conflict on an unpartitioned table; partition the table "
             f"by the column(s) in your conditions ({by}) so concurrent operations work on "
-            "disjoint partitions (seed 000)."
+            "disjoint partitions."
         )
 
     # C8 -------------------------------------------------------------------------------------
@@ -475,7 +477,7 @@ class ConflictChecker:
         return (
             f"A concurrent {winner.operation} deleted or rewrote a file this transaction read. "
             "Retry the operation; to avoid this, give concurrent DELETE, UPDATE and MERGE "
-            "explicit conditions on disjoint partitions (seed 000)."
+            "explicit conditions on disjoint partitions."
         )
 
     def _read_partition(self, path: str) -> Mapping[str, str | None] | None:

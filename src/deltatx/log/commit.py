@@ -53,6 +53,7 @@ from deltatx.log.row_level.vectors import (
     discard_unpublished,
     write_planned_vectors,
 )
+from deltatx.progress import step
 from deltatx.storage.faults import fault_point, fault_scope
 from deltatx.storage.log_store import FileAlreadyExistsError
 from deltatx.version import __version__
@@ -268,6 +269,7 @@ def commit(
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
+            step("rebasing")
             try:
                 settled = settle(log, checker, plan, winner)
             except BaseException:

@@ -87,7 +87,8 @@ def vacuum(
             f"VACUUM retention of {retention_ms / _HOUR_MS:g} hours is shorter than the table's "
             f"delta.deletedFileRetentionDuration ({table_retention / _HOUR_MS:g} hours): "
             f"readers of old versions and in-flight writers could lose files. Pass "
-            f"enforce_retention=False if you are sure."
+            f"enforce_retention=False (on the command line: deltatx vacuum "
+            f"--no-enforce-retention) if you are sure."
         )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention_ms

@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from deltatx.errors import InvalidConditionError
+from deltatx.errors import ConditionSyntaxError, InvalidConditionError
 from deltatx.kernel.expressions import (
     Column,
     Comparison,
@@ -49,8 +49,9 @@ _COMPARISONS: dict[type[exp.Expression], ComparisonOp] = {
 }
 # The one list of non-deterministic functions: Spark's ``Nondeterministic`` expressions (a
 # value that differs between evaluations of the same row, with or without a seed argument).
-# Seed 000 lists conditions that use them among the limitations of row-level concurrency.
-# ``current_timestamp()``/``now()`` are not in it: Spark folds them to one constant per query.
+# Delta Lake's isolation-level documentation lists conditions that use them among the
+# limitations of row-level concurrency. ``current_timestamp()``/``now()`` are not in it: Spark
+# folds them to one constant per query.
 NON_DETERMINISTIC_FUNCTIONS = frozenset(
     {
         "rand",
@@ -124,7 +125,7 @@ def merge_target_predicate(
 ) -> Expression:
     """The part of a MERGE ON condition that filters the target alone.
 
-    Seed 000's MERGE example: in ``s.user_id = t.user_id AND s.date = t.date AND t.date =
+    The documents' MERGE example: in ``s.user_id = t.user_id AND s.date = t.date AND t.date =
     '2024-01-01'`` only ``t.date = '2024-01-01'`` restricts which target rows are read, so
     it is the predicate the MERGE records. Conjuncts that touch the source, are
     non-deterministic or hold a subquery are dropped, which only widens the read.
@@ -155,6 +156,23 @@ def merge_target_predicate(
             if not _has_non_deterministic(conj):
                 kept.append(translated)
     return and_(*kept)
+
+
+def condition_qualifiers(condition: str, *, schema: StructType) -> tuple[str, ...]:
+    """The table aliases a condition qualifies columns with (``t`` in ``t.country = 'DE'``).
+
+    A qualifier that names a struct column of ``schema`` is a field access, not an alias.
+
+    Raises:
+        InvalidConditionError: The condition does not parse.
+    """
+    tree = _Translator(condition, schema, ()).parse()
+    found: dict[str, None] = {}
+    for col in _columns(tree):
+        qualifier = col.table
+        if qualifier and col.args.get("db") is None and schema.get(qualifier) is None:
+            found.setdefault(qualifier.lower())
+    return tuple(found)
 
 
 def _is_target_column(col: exp.Column, schema: StructType, target: str, source: str) -> bool:
@@ -243,10 +261,7 @@ class _Translator:
             # sqlglot 30 annotates parse with its base class Expr; the nodes are Expressions.
             tree = cast(exp.Expression, statements[0])
         except (ParseError, TokenError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InvalidConditionError(
-                f"cannot parse the condition '{self.text}': {first}"
-            ) from None
+            raise _syntax_error(self.text, e) from None
         if tree is None or isinstance(tree, _STATEMENTS):
             raise InvalidConditionError(f"the condition '{self.text}' is not a boolean expression")
         return tree
@@ -361,6 +376,69 @@ class _Translator:
             deterministic=not _has_non_deterministic(node),
             complex_type=complex_type,
         )
+
+
+# How sqlglot's node classes read in SQL, to name the construct a syntax error stopped in.
+_CONSTRUCTS = {
+    "And": "AND",
+    "Or": "OR",
+    "Not": "NOT",
+    "EQ": "=",
+    "NEQ": "<>",
+    "GT": ">",
+    "GTE": ">=",
+    "LT": "<",
+    "LTE": "<=",
+    "NullSafeEQ": "<=>",
+    "Between": "BETWEEN",
+    "In": "IN",
+    "Is": "IS",
+    "Like": "LIKE",
+    "Add": "+",
+    "Sub": "-",
+    "Mul": "*",
+    "Div": "/",
+}
+_OPERANDS = {
+    "this": "its left operand",
+    "expression": "its right operand",
+    "high": "its upper bound",
+}
+_MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
+
+
+def _syntax_error(text: str, error: ParseError | TokenError) -> ConditionSyntaxError:
+    """A syntax error in user words: the construct, what it lacks, and the position."""
+    if isinstance(error, TokenError):
+        quote = "an unterminated string or quoted name" if ("'" in text or "`" in text) else None
+        what = quote or "a character SQL does not allow"
+        return ConditionSyntaxError(
+            f"cannot parse the condition '{text}': it contains {what}",
+            condition=text,
+            construct="token",
+            column=len(text),
+        )
+    details = error.errors[0] if getattr(error, "errors", None) else {}
+    column = int(details.get("col") or len(text))
+    token = str(details.get("highlight") or "").strip()
+    description = str(details.get("description") or "")
+    missing = _MISSING.search(description)
+    if missing:
+        construct = _CONSTRUCTS.get(missing.group(2), missing.group(2).upper())
+        lacks = _OPERANDS.get(missing.group(1), f"its {missing.group(1)}")
+        problem = f"{construct} is missing {lacks}"
+    elif description.startswith("Expecting )"):
+        construct = "("
+        problem = "a parenthesis is not closed"
+    else:
+        construct = token or "end of text"
+        problem = f"unexpected '{token}'" if token else "the condition ends too early"
+    return ConditionSyntaxError(
+        f"cannot parse the condition '{text}': {problem} (at character {column})",
+        condition=text,
+        construct=construct,
+        column=column,
+    )
 
 
 def _literal_value(node: exp.Expression) -> tuple[bool, Any]:

@@ -26,6 +26,7 @@ from deltatx.errors import InvalidArgumentError, SchemaMismatchError, StorageAcc
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.log_paths import STAGING_PREFIX
 from deltatx.kernel.schema import PrimitiveType, StructType
+from deltatx.progress import step
 from deltatx.spark.schema import (
     NOT_NULL_VIOLATION_MARKER,
     check_write_schema,
@@ -276,6 +277,7 @@ def write_files(
         writer = writer.option("maxRecordsPerFile", str(target_file_rows))
     try:
         try:
+            step("writing")
             writer.save(location.spark_path(staging_rel))
         except Exception as exc:
             _raise_not_null_violation(exc)

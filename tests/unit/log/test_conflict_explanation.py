@@ -231,7 +231,7 @@ def test_cli_names_the_rows(run_cli: Callable[..., tuple[int, str, str]], tmp_pa
     _delete_rows(log, f, {4})
     args = ["conflicts", log.table_path, "--since", "0", "--condition", "id >= 4"]
     code, out, _ = run_cli(*args, "--json")
-    assert code == 0
+    assert code == 3  # a collision was found
     [row] = json.loads(out)
     assert (row["conflict"], row["file"], row["rows"]) == (
         "ConcurrentDeleteDeleteException",
@@ -239,7 +239,7 @@ def test_cli_names_the_rows(run_cli: Callable[..., tuple[int, str, str]], tmp_pa
         [4],
     )
     code, out, _ = run_cli(*args)
-    assert code == 0 and "comparing rows: 6 matched in 1 file(s)" in " ".join(out.split())
+    assert code == 3 and "comparing rows: 6 matched in 1 file(s)" in " ".join(out.split())
     assert "1 of 1 later commit(s) collide" in out
 
 
@@ -251,7 +251,7 @@ def test_cli_conflicts_loads_no_spark(tmp_path: Path) -> None:
         "import sys; from deltatx import cli; "
         f"sys.argv = ['deltatx', 'conflicts', {log.table_path!r}, '--since', '0', "
         "'--condition', 'id = 4', '--json'];\n"
-        "try:\n    cli.main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+        "try:\n    cli.main()\nexcept SystemExit as e:\n    assert e.code == 3, e.code\n"
         "assert not any(m.startswith('pyspark') for m in sys.modules), 'pyspark loaded'"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

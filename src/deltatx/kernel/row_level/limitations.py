@@ -29,7 +29,7 @@ _SUBQUERY = re.compile(r"\bselect\b|\bexists\s*\(", re.IGNORECASE)
 
 FALLBACK_HINT = (
     "Row-level concurrency did not apply ({reason}), so conflicts were detected per file "
-    "(seed 000 limitations)."
+    "(a documented limitation of row-level concurrency)."
 )
 
 

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from deltatx.kernel.metrics import DeleteMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
@@ -41,6 +42,7 @@ def stage_delete(
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
         validate_condition(spark, txn, condition)
+    step("scanning")
     candidates = txn.scan(predicate)
     parameters = predicate_parameters(predicate)
 

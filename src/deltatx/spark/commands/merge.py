@@ -27,6 +27,7 @@ from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
@@ -118,6 +119,7 @@ def stage_merge(
         if isinstance(condition, str)
         else TRUE
     )
+    step("scanning")
     candidates = txn.scan(None if predicate == TRUE else predicate)
     target = (
         read_addressed(spark, txn, candidates).withColumn(_IN_TARGET, F.lit(True)).alias(t_alias)

@@ -22,6 +22,7 @@ from deltatx.kernel.expressions import Expression, columns_of, to_sql
 from deltatx.kernel.metrics import OptimizeMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_to_predicate,
@@ -97,6 +98,7 @@ def stage_compaction(
     started = time.monotonic()
     check_allowed(txn, operation, writes_data=False, deletes_rows=False)
     predicate = partition_filter(txn, condition)
+    step("scanning")
     candidates = txn.scan(predicate)
     target = target_size or txn.properties.target_file_size
     bins = [[f] for f in files] if files is not None else _bins(candidates, target, min_files)
@@ -204,6 +206,7 @@ def stage_z_order(
     if len(resolved) * _Z_BITS > 62:
         raise InvalidArgumentError(f"Z-order by at most {62 // _Z_BITS} columns")
     predicate = partition_filter(txn, condition)
+    step("scanning")
     candidates = txn.scan(predicate)
     added: list[AddFile] = []
     if candidates:

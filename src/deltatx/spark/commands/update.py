@@ -12,6 +12,7 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
@@ -63,6 +64,7 @@ def stage_update(
     cond = (
         F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
     )
+    step("scanning")
     candidates = txn.scan(predicate)
     if txn.configuration.deletion_vectors_enabled:
         metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
