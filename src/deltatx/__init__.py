@@ -33,11 +33,13 @@ from deltatx.errors import (
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
+    from deltatx.reexecution import Backoff
     from deltatx.spark.session import spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
 
 _LAZY = {
+    "Backoff": "deltatx.reexecution",
     "DeltaTable": "deltatx.tables",
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
@@ -55,6 +57,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Backoff",
     "CommitFailedError",
     "CommitRetriesExceededError",
     "ConcurrentAppendException",

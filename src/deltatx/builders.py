@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 
 from deltatx.kernel.metrics import MergeMetrics, OptimizeMetrics
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.reexecution import Backoff, StatementKind, statement_reason
 from deltatx.spark.commands.merge import ClauseKind, MergeClause, stage_merge
 from deltatx.spark.commands.optimize import stage_compaction, stage_z_order
 
@@ -22,8 +23,20 @@ T = TypeVar("T")
 class Owner(Protocol):
     """Something that can run a statement in a transaction (DeltaTable or Transaction)."""
 
-    def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
-        """Runs ``work`` with a session and a transaction."""
+    def run(
+        self,
+        work: Callable[[SparkSession, OptimisticTransaction], T],
+        *,
+        statement: StatementKind | None = None,
+        not_replayable: str | None = None,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+    ) -> T:
+        """Runs ``work`` with a session and a transaction (see :meth:`DeltaTable.run`)."""
+        ...
+
+    def stable_source(self, df: DataFrame, *, retries: int = 0) -> tuple[DataFrame, str | None]:
+        """``df`` materialised when the statement may be re-executed, or why it cannot be."""
         ...
 
 
@@ -90,19 +103,47 @@ class MergeBuilder:
         self._merge_schema = True
         return self
 
-    def execute(self) -> MergeMetrics:
-        """Runs the merge: stages into the transaction, or commits on a DeltaTable."""
-        return self._owner.run(self._run)
+    def execute(self, *, retries: int = 0, backoff: Backoff | None = None) -> MergeMetrics:
+        """Runs the merge: stages into the transaction, or commits on a DeltaTable.
 
-    def _run(self, spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
-        return stage_merge(
-            spark,
-            txn,
-            source=self._source,
-            condition=self._condition,
-            clauses=list(self._clauses),
-            target_alias=self._target_alias,
-            merge_schema=self._merge_schema,
+        Args:
+            retries: On a DeltaTable: re-executions allowed when the commit conflicts. The
+                source is then materialised once, before the first attempt, so every
+                attempt merges the same rows (see :mod:`deltatx.reexecution`). In a
+                transaction, pass ``retries`` to ``begin`` instead.
+            backoff: The waits between attempts.
+        """
+        source, reason = self._owner.stable_source(self._source, retries=retries)
+        clauses = list(self._clauses)
+        expressions: list[tuple[str, str | Column | None]] = [("condition", self._condition)]
+        for n, c in enumerate(clauses, 1):
+            expressions.append((f"clause {n} ({c.kind}) condition", c.condition))
+            for column, value in (c.assignments or {}).items():
+                expressions.append((f"clause {n} ({c.kind}) value of {column}", value))
+        reason = reason or statement_reason(StatementKind.MERGE, expressions)
+        target_alias, merge_schema, condition = (
+            self._target_alias,
+            self._merge_schema,
+            self._condition,
+        )
+
+        def work(spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
+            return stage_merge(
+                spark,
+                txn,
+                source=source,
+                condition=condition,
+                clauses=clauses,
+                target_alias=target_alias,
+                merge_schema=merge_schema,
+            )
+
+        return self._owner.run(
+            work,
+            statement=StatementKind.MERGE,
+            not_replayable=reason,
+            retries=retries,
+            backoff=backoff,
         )
 
 

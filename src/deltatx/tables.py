@@ -3,6 +3,8 @@
 A DeltaTable is a handle, not a snapshot: each call works on the latest version at the time
 of the call. A Transaction pins one snapshot, stages any number of statements (each sees the
 earlier ones' changes) and publishes them as one version on :meth:`Transaction.commit`.
+With ``retries=N`` a conflicting DML call or transaction is re-executed on the latest
+snapshot when that keeps its meaning (see :mod:`deltatx.reexecution`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.builders import MergeBuilder, OptimizeBuilder
-from deltatx.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
+from deltatx.errors import (
+    ConcurrentModificationException,
+    InvalidArgumentError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
 from deltatx.kernel.actions import Metadata
 from deltatx.kernel.features import protocol_for_configuration, reader_features, writer_features
 from deltatx.kernel.metrics import (
+    CommandMetrics,
     DeleteMetrics,
     OptimizeMetrics,
     RestoreMetrics,
@@ -36,6 +44,20 @@ from deltatx.log.restore import stage_restore
 from deltatx.log.snapshot import Snapshot
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.log.vacuum import vacuum
+from deltatx.reexecution import (
+    Backoff,
+    Reexecution,
+    Statement,
+    StatementKind,
+    Work,
+    commit_annotations,
+    conflict_reason,
+    exhausted_reason,
+    refuse,
+    stabilise_source,
+    statement_reason,
+    transaction_reason,
+)
 from deltatx.spark.commands.common import (
     new_table_actions,
     parse_schema_argument,
@@ -49,6 +71,11 @@ from deltatx.spark.session import spark_session
 
 Timestamp = int | str | datetime
 T = TypeVar("T")
+M = TypeVar("M", bound=CommandMetrics)
+_RUN_REASON = (
+    "it was staged through run(work), a function deltatx cannot check for determinism "
+    "(pass statement= to declare it replayable)"
+)
 
 
 class Transaction:
@@ -59,13 +86,30 @@ class Transaction:
         with dt.begin() as txn:
             txn.write(df, mode="append")
             txn.set_properties({"delta.appendOnly": "false"})
+
+    Every staged statement is recorded (kind and arguments). Begun with ``retries=N``, a
+    commit that conflicts starts a new transaction on the latest snapshot and replays the
+    recorded statements in order, when every one qualifies (see :mod:`deltatx.reexecution`);
+    the Python code of the ``with`` body is not run again.
     """
 
-    def __init__(self, spark: SparkSession, log: DeltaLog, snapshot: Snapshot | None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        log: DeltaLog,
+        snapshot: Snapshot | None,
+        *,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+    ) -> None:
         """Pins ``snapshot`` (None for a table that does not exist yet)."""
         self._spark = spark
+        self._policy = Reexecution.of(retries, backoff)
         self._txn = OptimisticTransaction(log, snapshot)
         self._alias: str | None = None
+        self._statements: list[Statement] = []
+        self._results: list[Any] = []
+        self._read_versions: list[int] = [self._txn.read_version]
 
     @property
     def read_version(self) -> int:
@@ -77,11 +121,59 @@ class Transaction:
         """The engine-independent transaction underneath (read set, staged actions)."""
         return self._txn
 
+    @property
+    def attempts(self) -> int:
+        """How many times the statements were executed (more than 1 after a re-execution)."""
+        return len(self._read_versions)
+
+    @property
+    def read_versions(self) -> tuple[int, ...]:
+        """The version each execution read, in order."""
+        return tuple(self._read_versions)
+
+    def _stamp(self, result: T) -> T:
+        if isinstance(result, CommandMetrics):
+            stamped = replace(
+                result, attempts=self.attempts, read_versions=tuple(self._read_versions)
+            )
+            return cast(T, stamped)
+        return result
+
+    def _stage(self, kind: StatementKind, work: Work, not_replayable: str | None) -> Any:
+        """Runs one statement in this transaction and records it for replay."""
+        result = self._stamp(work(self._spark, self._txn))
+        self._statements.append(Statement(kind, work, not_replayable))
+        self._results.append(result)
+        return result
+
+    def stable_source(self, df: DataFrame, *, retries: int = 0) -> tuple[DataFrame, str | None]:
+        """The DataFrame a statement should read: materialised once when it may be replayed.
+
+        Raises:
+            InvalidArgumentError: ``retries`` was given to a statement of a transaction.
+        """
+        _no_statement_retries(retries)
+        if not self._policy.enabled:
+            return df, None
+        return stabilise_source(df, table_path=self._txn.log.table_path)
+
     def to_df(self) -> DataFrame:
-        """The table as this transaction sees it: the pinned snapshot plus staged changes."""
+        """The table as this transaction sees it: the pinned snapshot plus staged changes.
+
+        A body that reads the table this way cannot be replayed by re-execution: what it did
+        with the rows is not recorded.
+        """
         if not self._txn.has_metadata:
             raise TableNotFoundError(f"there is no Delta table at {self._txn.log.table_path}")
-        return read_files(self._spark, self._txn, self._txn.scan(None))
+        return cast(
+            DataFrame,
+            self._stage(
+                StatementKind.READ,
+                lambda spark, txn: read_files(spark, txn, txn.scan(None)),
+                "the transaction read the table (to_df()), and what the body did with those "
+                "rows cannot be replayed",
+            ),
+        )
 
     def write(
         self,
@@ -95,31 +187,41 @@ class Transaction:
         app_id: str | None = None,
         app_version: int | None = None,
     ) -> bool:
-        """Stages a write (see :func:`deltatx.write`); False when it was skipped."""
-        return stage_write(
-            self._spark,
-            self._txn,
-            df,
-            mode=mode,
-            partition_by=partition_by,
-            replace_where=replace_where,
-            merge_schema=merge_schema,
-            properties=properties,
-            app_id=app_id,
-            app_version=app_version,
+        """Stages a write (see :func:`deltatx.write`); False when it was skipped.
+
+        In a transaction begun with ``retries``, ``df`` is materialised first so that a
+        replay writes the same rows.
+        """
+        df, reason = self.stable_source(df)
+        reason = reason or statement_reason(
+            StatementKind.WRITE, [("replace_where condition", replace_where)]
         )
+        props = None if properties is None else dict(properties)
+        parts = None if partition_by is None else list(partition_by)
+
+        def work(spark: SparkSession, txn: OptimisticTransaction) -> bool:
+            return stage_write(
+                spark,
+                txn,
+                df,
+                mode=mode,
+                partition_by=parts,
+                replace_where=replace_where,
+                merge_schema=merge_schema,
+                properties=props,
+                app_id=app_id,
+                app_version=app_version,
+            )
+
+        return bool(self._stage(StatementKind.WRITE, work, reason))
 
     def set_properties(self, properties: Mapping[str, Any]) -> None:
         """Stages table properties; invalid values are refused before anything is staged."""
-        _require_table(self._txn)
-        updates = validate_properties(properties)
-        if not updates:
-            raise InvalidArgumentError("set_properties needs at least one property")
-        config = {**self._txn.metadata.configuration, **updates}
-        self._txn.update_metadata(replace(self._txn.metadata, configuration=config))
-        self._txn.update_protocol(protocol_for_configuration(config, self._txn.protocol))
-        self._txn.record_operation(
-            Operation(OperationName.SET_TBLPROPERTIES, {"properties": updates}), {}
+        props = dict(properties)
+        self._stage(
+            StatementKind.SET_TBLPROPERTIES,
+            lambda spark, txn: _set_properties(txn, props),
+            None,
         )
 
     def unset_properties(self, keys: Iterable[str], *, if_exists: bool = True) -> None:
@@ -128,19 +230,11 @@ class Transaction:
         Raises:
             InvalidArgumentError: A key is not set and ``if_exists`` is False.
         """
-        _require_table(self._txn)
-        config = dict(self._txn.metadata.configuration)
         names = list(keys)
-        for key in names:
-            if key not in config and not if_exists:
-                raise InvalidArgumentError(f"table property '{key}' is not set")
-            config.pop(key, None)
-        self._txn.update_metadata(replace(self._txn.metadata, configuration=config))
-        self._txn.record_operation(
-            Operation(
-                OperationName.UNSET_TBLPROPERTIES, {"properties": names, "ifExists": if_exists}
-            ),
-            {},
+        self._stage(
+            StatementKind.UNSET_TBLPROPERTIES,
+            lambda spark, txn: _unset_properties(txn, names, if_exists),
+            None,
         )
 
     def add_columns(self, columns: str | SparkStructType) -> None:
@@ -149,19 +243,7 @@ class Transaction:
         Raises:
             InvalidArgumentError: A column already exists or the DDL does not parse.
         """
-        _require_table(self._txn)
-        new = parse_schema_argument(columns)
-        current = self._txn.schema
-        fields = list(current.fields)
-        for f in new.fields:
-            if current.get(f.name) is not None:
-                raise InvalidArgumentError(f"column '{f.name}' already exists")
-            fields.append(StructField(f.name, f.type, True, f.metadata))
-        schema = StructType(tuple(fields))
-        self._txn.update_metadata(replace(self._txn.metadata, schema_string=schema.to_json()))
-        self._txn.record_operation(
-            Operation(OperationName.ADD_COLUMNS, {"columns": [f.name for f in new.fields]}), {}
-        )
+        self._stage(StatementKind.ADD_COLUMNS, lambda spark, txn: _add_columns(txn, columns), None)
 
     def alias(self, name: str) -> Transaction:
         """Names the target table for :meth:`merge` conditions (``t`` in ``t.id = s.id``)."""
@@ -170,7 +252,15 @@ class Transaction:
 
     def delete(self, condition: str | Column | None = None) -> DeleteMetrics:
         """Stages a DELETE of the rows matching ``condition`` (all rows when None)."""
-        return stage_delete(self._spark, self._txn, condition)
+        reason = statement_reason(StatementKind.DELETE, [("condition", condition)])
+        return cast(
+            DeleteMetrics,
+            self._stage(
+                StatementKind.DELETE,
+                lambda spark, txn: stage_delete(spark, txn, condition),
+                reason,
+            ),
+        )
 
     def update(
         self,
@@ -180,7 +270,19 @@ class Transaction:
         """Stages an UPDATE: ``set`` maps columns to SQL expressions or Columns."""
         if set is None:
             raise InvalidArgumentError("update needs set={column: expression}")
-        return stage_update(self._spark, self._txn, set=set, condition=condition)
+        assignments = dict(set)
+        reason = statement_reason(
+            StatementKind.UPDATE,
+            [("condition", condition), *((f"SET {k}", v) for k, v in assignments.items())],
+        )
+        return cast(
+            UpdateMetrics,
+            self._stage(
+                StatementKind.UPDATE,
+                lambda spark, txn: stage_update(spark, txn, set=assignments, condition=condition),
+                reason,
+            ),
+        )
 
     def merge(self, source: DataFrame, condition: str | Column) -> MergeBuilder:
         """Starts a MERGE of ``source`` into the table on ``condition``."""
@@ -192,29 +294,106 @@ class Transaction:
 
     def reorg_purge(self) -> OptimizeMetrics:
         """REORG TABLE ... APPLY (PURGE): rewrites files that carry deletion vectors."""
-        files = [f for f in self._txn.scan(None) if f.deletion_vector is not None]
-        return stage_compaction(self._spark, self._txn, files=files, operation=OperationName.REORG)
+        return cast(OptimizeMetrics, self._stage(StatementKind.REORG, _reorg_purge, None))
 
     def restore_to_version(self, version: int) -> RestoreMetrics:
         """Stages a RESTORE to ``version``."""
-        return stage_restore(self._txn, version=version)
+        return cast(
+            RestoreMetrics,
+            self._stage(
+                StatementKind.RESTORE,
+                lambda spark, txn: stage_restore(txn, version=version),
+                None,
+            ),
+        )
 
     def restore_to_timestamp(self, timestamp: Timestamp) -> RestoreMetrics:
         """Stages a RESTORE to the version current at ``timestamp``."""
-        return stage_restore(self._txn, timestamp=timestamp)
+        return cast(
+            RestoreMetrics,
+            self._stage(
+                StatementKind.RESTORE,
+                lambda spark, txn: stage_restore(txn, timestamp=timestamp),
+                None,
+            ),
+        )
 
-    def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
-        """Runs one statement's staging inside this transaction."""
-        return work(self._spark, self._txn)
+    def run(
+        self,
+        work: Callable[[SparkSession, OptimisticTransaction], T],
+        *,
+        statement: StatementKind | None = None,
+        not_replayable: str | None = None,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+    ) -> T:
+        """Runs one statement's staging inside this transaction.
+
+        Args:
+            work: Stages the statement.
+            statement: Declares what ``work`` is; a declared statement is replayable (unless
+                ``not_replayable`` says why not), an undeclared function is not.
+            not_replayable: Why the statement cannot be replayed.
+            retries: Only on :meth:`DeltaTable.run`; a transaction's are set by ``begin``.
+            backoff: Likewise.
+
+        Raises:
+            InvalidArgumentError: ``retries`` or ``backoff`` was given.
+        """
+        _no_statement_retries(retries, backoff)
+        if statement is None:
+            return cast(T, self._stage(StatementKind.FUNCTION, work, _RUN_REASON))
+        return cast(T, self._stage(statement, work, not_replayable))
 
     def commit(self) -> int:
         """Validates and publishes; returns the new version.
 
+        Begun with ``retries=N``, a conflict that qualifies re-executes the recorded
+        statements on the latest snapshot, up to N times (see :mod:`deltatx.reexecution`).
+
         Raises:
             ConcurrentModificationException: A concurrent commit conflicts (a documented
-                subclass, with ``hint``).
+                subclass, with ``hint``); with retries, one that was not re-executed, with
+                ``not_retried_because`` saying why.
         """
-        return self._txn.commit()
+        while True:
+            if self._policy.enabled:
+                parameters, metrics = commit_annotations(self._read_versions)
+                self._txn.annotate(parameters=parameters, metrics=metrics)
+            try:
+                return self._txn.commit()
+            except ConcurrentModificationException as exc:
+                if not self._policy.enabled:
+                    raise
+                reason = conflict_reason(exc) or transaction_reason(self._statements)
+                if reason is None and self.attempts > self._policy.retries:
+                    reason = exhausted_reason(self._policy.retries, self._read_versions)
+                if reason is not None:
+                    refuse(exc, reason, self._read_versions)
+                    raise
+                self._policy.wait(self.attempts)
+            self._reexecute()
+
+    def _reexecute(self) -> None:
+        """Replays the recorded statements in a new transaction on the latest snapshot.
+
+        The conflict proved the last attempt's commit did not land; its data files stay
+        uncommitted and invisible.
+        """
+        log = self._txn.log
+        core = OptimisticTransaction(log, log.update(self._txn.snapshot))
+        self._read_versions.append(core.read_version)
+        try:
+            results = [s.work(self._spark, core) for s in self._statements]
+        except BaseException:
+            core.abort()
+            raise
+        self._txn = core
+        self._results = [self._stamp(r) for r in results]
+
+    def _final(self, result: T) -> T:
+        """The last execution's result of a one-statement transaction."""
+        return self._stamp(self._results[-1]) if self._results else result
 
     def abort(self) -> None:
         """Drops the staged work; files already written stay invisible until VACUUM."""
@@ -238,6 +417,60 @@ class Transaction:
 def _require_table(txn: OptimisticTransaction) -> None:
     if not txn.has_metadata:
         raise TableNotFoundError(f"there is no Delta table at {txn.log.table_path}")
+
+
+def _no_statement_retries(retries: int, backoff: Backoff | None = None) -> None:
+    if retries != 0 or backoff is not None:
+        raise InvalidArgumentError(
+            "a statement inside a transaction is re-executed with the transaction: pass "
+            "retries= (and backoff=) to begin(), not to the statement"
+        )
+
+
+def _set_properties(txn: OptimisticTransaction, properties: Mapping[str, Any]) -> None:
+    _require_table(txn)
+    updates = validate_properties(properties)
+    if not updates:
+        raise InvalidArgumentError("set_properties needs at least one property")
+    config = {**txn.metadata.configuration, **updates}
+    txn.update_metadata(replace(txn.metadata, configuration=config))
+    txn.update_protocol(protocol_for_configuration(config, txn.protocol))
+    txn.record_operation(Operation(OperationName.SET_TBLPROPERTIES, {"properties": updates}), {})
+
+
+def _unset_properties(txn: OptimisticTransaction, names: list[str], if_exists: bool) -> None:
+    _require_table(txn)
+    config = dict(txn.metadata.configuration)
+    for key in names:
+        if key not in config and not if_exists:
+            raise InvalidArgumentError(f"table property '{key}' is not set")
+        config.pop(key, None)
+    txn.update_metadata(replace(txn.metadata, configuration=config))
+    txn.record_operation(
+        Operation(OperationName.UNSET_TBLPROPERTIES, {"properties": names, "ifExists": if_exists}),
+        {},
+    )
+
+
+def _add_columns(txn: OptimisticTransaction, columns: str | SparkStructType) -> None:
+    _require_table(txn)
+    new = parse_schema_argument(columns)
+    current = txn.schema
+    fields = list(current.fields)
+    for f in new.fields:
+        if current.get(f.name) is not None:
+            raise InvalidArgumentError(f"column '{f.name}' already exists")
+        fields.append(StructField(f.name, f.type, True, f.metadata))
+    schema = StructType(tuple(fields))
+    txn.update_metadata(replace(txn.metadata, schema_string=schema.to_json()))
+    txn.record_operation(
+        Operation(OperationName.ADD_COLUMNS, {"columns": [f.name for f in new.fields]}), {}
+    )
+
+
+def _reorg_purge(spark: SparkSession, txn: OptimisticTransaction) -> OptimizeMetrics:
+    files = [f for f in txn.scan(None) if f.deletion_vector is not None]
+    return stage_compaction(spark, txn, files=files, operation=OperationName.REORG)
 
 
 class DeltaTable:
@@ -326,9 +559,22 @@ class DeltaTable:
         txn.commit()
         return table
 
-    def begin(self) -> Transaction:
-        """Starts a transaction pinned to the latest version."""
-        txn = Transaction(self._spark, self._log, self._refresh())
+    def begin(self, *, retries: int = 0, backoff: Backoff | None = None) -> Transaction:
+        """Starts a transaction pinned to the latest version.
+
+        Args:
+            retries: How many times a conflicting commit may be re-executed on the latest
+                snapshot, replaying the recorded statements (see :mod:`deltatx.reexecution`).
+            backoff: The waits between attempts (default :class:`Backoff`).
+        """
+        policy = Reexecution.of(retries, backoff)
+        txn = Transaction(
+            self._spark,
+            self._log,
+            self._refresh(),
+            retries=policy.retries,
+            backoff=policy.backoff,
+        )
         txn._alias = self._alias
         return txn
 
@@ -400,10 +646,39 @@ class DeltaTable:
         )
         return self._spark.createDataFrame([row], _DETAIL_SCHEMA)
 
-    def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
-        """Runs one statement in a transaction of its own and commits it."""
-        with self.begin() as txn:
-            return txn.run(work)
+    def run(
+        self,
+        work: Callable[[SparkSession, OptimisticTransaction], T],
+        *,
+        statement: StatementKind | None = None,
+        not_replayable: str | None = None,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+    ) -> T:
+        """Runs one statement in a transaction of its own and commits it.
+
+        Args:
+            work: Stages the statement.
+            statement: Declares what ``work`` is, making it re-executable (unless
+                ``not_replayable`` says why not); an undeclared function never is.
+            not_replayable: Why the statement cannot be re-executed.
+            retries: Re-executions allowed on a conflict (see :mod:`deltatx.reexecution`).
+            backoff: The waits between attempts.
+
+        Returns:
+            What the last execution of ``work`` returned (metrics gain ``attempts`` and
+            ``read_versions``).
+        """
+        txn = self.begin(retries=retries, backoff=backoff)
+        with txn:
+            result = txn.run(work, statement=statement, not_replayable=not_replayable)
+        return txn._final(result)
+
+    def stable_source(self, df: DataFrame, *, retries: int = 0) -> tuple[DataFrame, str | None]:
+        """The DataFrame a statement should read: materialised once when it may be retried."""
+        if not Reexecution.of(retries, None).enabled:
+            return df, None
+        return stabilise_source(df, table_path=self.path)
 
     def alias(self, name: str) -> DeltaTable:
         """A handle whose MERGE conditions call the table ``name``."""
@@ -411,19 +686,40 @@ class DeltaTable:
         other._alias = name
         return other
 
-    def delete(self, condition: str | Column | None = None) -> DeleteMetrics:
-        """Deletes the rows matching ``condition`` (all rows when None) in one commit."""
-        with self.begin() as txn:
-            return txn.delete(condition)
+    def delete(
+        self,
+        condition: str | Column | None = None,
+        *,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+    ) -> DeleteMetrics:
+        """Deletes the rows matching ``condition`` (all rows when None) in one commit.
+
+        With ``retries=N`` a conflicting DELETE is re-executed on the latest snapshot up to N
+        times when its condition is deterministic (see :mod:`deltatx.reexecution`).
+        """
+        txn = self.begin(retries=retries, backoff=backoff)
+        with txn:
+            first = txn.delete(condition)
+        return txn._final(first)
 
     def update(
         self,
         condition: str | Column | None = None,
         set: Mapping[str, str | Column] | None = None,
+        *,
+        retries: int = 0,
+        backoff: Backoff | None = None,
     ) -> UpdateMetrics:
-        """Updates the rows matching ``condition``: ``set`` maps columns to expressions."""
-        with self.begin() as txn:
-            return txn.update(condition, set)
+        """Updates the rows matching ``condition``: ``set`` maps columns to expressions.
+
+        With ``retries=N`` a conflicting UPDATE is re-executed on the latest snapshot up to N
+        times when its condition and expressions are deterministic.
+        """
+        txn = self.begin(retries=retries, backoff=backoff)
+        with txn:
+            first = txn.update(condition, set)
+        return txn._final(first)
 
     def merge(self, source: DataFrame, condition: str | Column) -> MergeBuilder:
         """Starts a MERGE of ``source`` into this table on ``condition``."""
