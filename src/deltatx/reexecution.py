@@ -92,8 +92,9 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from deltatx.errors import (
@@ -103,12 +104,17 @@ from deltatx.errors import (
     ConcurrentModificationException,
     InvalidArgumentError,
 )
+from deltatx.kernel.metrics import CommandMetrics
+from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import column_sql_text, is_deterministic
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from deltatx.log.transaction import OptimisticTransaction
+    from deltatx.log.delta_log import DeltaLog
+    from deltatx.log.snapshot import Snapshot
+
+T = TypeVar("T")
 
 RETRYABLE: tuple[type[ConcurrentModificationException], ...] = (
     ConcurrentAppendException,
@@ -239,6 +245,100 @@ class Statement:
     not_replayable: str | None = None
 
 
+class RecordedTransaction:
+    """An optimistic transaction plus the statements staged into it, re-executable.
+
+    Each statement is staged through :meth:`stage`, which records it. :meth:`commit` commits;
+    under a :class:`Reexecution` that allows it, a conflict that qualifies starts a new
+    transaction on the latest snapshot, replays the recorded statements in order and
+    commits again.
+
+    Attributes:
+        core: The current attempt's transaction (replaced on re-execution).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        log: DeltaLog,
+        snapshot: Snapshot | None,
+        policy: Reexecution,
+    ) -> None:
+        """Pins ``snapshot`` for the first attempt."""
+        self._spark = spark
+        self.policy = policy
+        self.core = OptimisticTransaction(log, snapshot)
+        self._statements: list[Statement] = []
+        self._results: list[Any] = []
+        self._read_versions: list[int] = [self.core.read_version]
+
+    @property
+    def read_versions(self) -> tuple[int, ...]:
+        """The version each attempt read, in order."""
+        return tuple(self._read_versions)
+
+    @property
+    def last_result(self) -> Any:
+        """What the last statement returned in the latest attempt (None before any)."""
+        return self._results[-1] if self._results else None
+
+    def stamp(self, result: T) -> T:
+        """``result`` with ``attempts`` and ``read_versions`` set, when it is metrics."""
+        if isinstance(result, CommandMetrics):
+            versions = self.read_versions
+            return _replace(result, attempts=len(versions), read_versions=versions)
+        return result
+
+    def stage(self, kind: StatementKind, work: Work, not_replayable: str | None) -> Any:
+        """Runs one statement in the current attempt and records it for replay."""
+        result = self.stamp(work(self._spark, self.core))
+        self._statements.append(Statement(kind, work, not_replayable))
+        self._results.append(result)
+        return result
+
+    def commit(self) -> int:
+        """Commits, re-executing on a conflict as far as the policy and statements allow.
+
+        Raises:
+            ConcurrentModificationException: A conflict that was not re-executed; with
+                re-execution asked for, ``not_retried_because`` says why.
+        """
+        while True:
+            if self.policy.enabled:
+                parameters, metrics = commit_annotations(self._read_versions)
+                self.core.annotate(parameters=parameters, metrics=metrics)
+            try:
+                return self.core.commit()
+            except ConcurrentModificationException as exc:
+                if not self.policy.enabled:
+                    raise
+                reason = conflict_reason(exc) or transaction_reason(self._statements)
+                if reason is None and len(self._read_versions) > self.policy.retries:
+                    reason = exhausted_reason(self.policy.retries, self._read_versions)
+                if reason is not None:
+                    refuse(exc, reason, self._read_versions)
+                    raise
+                self.policy.wait(len(self._read_versions))
+            self._reexecute()
+
+    def _reexecute(self) -> None:
+        """Replays the recorded statements in a new transaction on the latest snapshot.
+
+        The conflict proved the last attempt's commit did not land; its data files stay
+        uncommitted and invisible.
+        """
+        log = self.core.log
+        core = OptimisticTransaction(log, log.update(self.core.snapshot))
+        self._read_versions.append(core.read_version)
+        try:
+            results = [s.work(self._spark, core) for s in self._statements]
+        except BaseException:
+            core.abort()
+            raise
+        self.core = core
+        self._results = [self.stamp(r) for r in results]
+
+
 def _text(expression: str | Column) -> str:
     return expression if isinstance(expression, str) else column_sql_text(str(expression))
 
@@ -364,6 +464,7 @@ __all__ = [
     "NO_BACKOFF",
     "RETRYABLE",
     "Backoff",
+    "RecordedTransaction",
     "Reexecution",
     "Statement",
     "StatementKind",

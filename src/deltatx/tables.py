@@ -21,7 +21,6 @@ from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.builders import MergeBuilder, OptimizeBuilder
 from deltatx.errors import (
-    ConcurrentModificationException,
     InvalidArgumentError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -29,7 +28,6 @@ from deltatx.errors import (
 from deltatx.kernel.actions import Metadata
 from deltatx.kernel.features import protocol_for_configuration, reader_features, writer_features
 from deltatx.kernel.metrics import (
-    CommandMetrics,
     DeleteMetrics,
     OptimizeMetrics,
     RestoreMetrics,
@@ -46,17 +44,12 @@ from deltatx.log.transaction import OptimisticTransaction
 from deltatx.log.vacuum import vacuum
 from deltatx.reexecution import (
     Backoff,
+    RecordedTransaction,
     Reexecution,
-    Statement,
     StatementKind,
     Work,
-    commit_annotations,
-    conflict_reason,
-    exhausted_reason,
-    refuse,
     stabilise_source,
     statement_reason,
-    transaction_reason,
 )
 from deltatx.spark.commands.common import (
     new_table_actions,
@@ -71,7 +64,6 @@ from deltatx.spark.session import spark_session
 
 Timestamp = int | str | datetime
 T = TypeVar("T")
-M = TypeVar("M", bound=CommandMetrics)
 _RUN_REASON = (
     "it was staged through run(work), a function deltatx cannot check for determinism "
     "(pass statement= to declare it replayable)"
@@ -104,12 +96,13 @@ class Transaction:
     ) -> None:
         """Pins ``snapshot`` (None for a table that does not exist yet)."""
         self._spark = spark
-        self._policy = Reexecution.of(retries, backoff)
-        self._txn = OptimisticTransaction(log, snapshot)
+        self._recorded = RecordedTransaction(spark, log, snapshot, Reexecution.of(retries, backoff))
         self._alias: str | None = None
-        self._statements: list[Statement] = []
-        self._results: list[Any] = []
-        self._read_versions: list[int] = [self._txn.read_version]
+
+    @property
+    def _txn(self) -> OptimisticTransaction:
+        """The current attempt's transaction (a new one after each re-execution)."""
+        return self._recorded.core
 
     @property
     def read_version(self) -> int:
@@ -124,27 +117,15 @@ class Transaction:
     @property
     def attempts(self) -> int:
         """How many times the statements were executed (more than 1 after a re-execution)."""
-        return len(self._read_versions)
+        return len(self._recorded.read_versions)
 
     @property
     def read_versions(self) -> tuple[int, ...]:
         """The version each execution read, in order."""
-        return tuple(self._read_versions)
-
-    def _stamp(self, result: T) -> T:
-        if isinstance(result, CommandMetrics):
-            stamped = replace(
-                result, attempts=self.attempts, read_versions=tuple(self._read_versions)
-            )
-            return cast(T, stamped)
-        return result
+        return self._recorded.read_versions
 
     def _stage(self, kind: StatementKind, work: Work, not_replayable: str | None) -> Any:
-        """Runs one statement in this transaction and records it for replay."""
-        result = self._stamp(work(self._spark, self._txn))
-        self._statements.append(Statement(kind, work, not_replayable))
-        self._results.append(result)
-        return result
+        return self._recorded.stage(kind, work, not_replayable)
 
     def stable_source(self, df: DataFrame, *, retries: int = 0) -> tuple[DataFrame, str | None]:
         """The DataFrame a statement should read: materialised once when it may be replayed.
@@ -153,7 +134,7 @@ class Transaction:
             InvalidArgumentError: ``retries`` was given to a statement of a transaction.
         """
         _no_statement_retries(retries)
-        if not self._policy.enabled:
+        if not self._recorded.policy.enabled:
             return df, None
         return stabilise_source(df, table_path=self._txn.log.table_path)
 
@@ -356,44 +337,12 @@ class Transaction:
                 subclass, with ``hint``); with retries, one that was not re-executed, with
                 ``not_retried_because`` saying why.
         """
-        while True:
-            if self._policy.enabled:
-                parameters, metrics = commit_annotations(self._read_versions)
-                self._txn.annotate(parameters=parameters, metrics=metrics)
-            try:
-                return self._txn.commit()
-            except ConcurrentModificationException as exc:
-                if not self._policy.enabled:
-                    raise
-                reason = conflict_reason(exc) or transaction_reason(self._statements)
-                if reason is None and self.attempts > self._policy.retries:
-                    reason = exhausted_reason(self._policy.retries, self._read_versions)
-                if reason is not None:
-                    refuse(exc, reason, self._read_versions)
-                    raise
-                self._policy.wait(self.attempts)
-            self._reexecute()
-
-    def _reexecute(self) -> None:
-        """Replays the recorded statements in a new transaction on the latest snapshot.
-
-        The conflict proved the last attempt's commit did not land; its data files stay
-        uncommitted and invisible.
-        """
-        log = self._txn.log
-        core = OptimisticTransaction(log, log.update(self._txn.snapshot))
-        self._read_versions.append(core.read_version)
-        try:
-            results = [s.work(self._spark, core) for s in self._statements]
-        except BaseException:
-            core.abort()
-            raise
-        self._txn = core
-        self._results = [self._stamp(r) for r in results]
+        return self._recorded.commit()
 
     def _final(self, result: T) -> T:
         """The last execution's result of a one-statement transaction."""
-        return self._stamp(self._results[-1]) if self._results else result
+        last = self._recorded.last_result
+        return cast(T, self._recorded.stamp(last)) if last is not None else result
 
     def abort(self) -> None:
         """Drops the staged work; files already written stay invisible until VACUUM."""
