@@ -113,14 +113,16 @@ class MergeBuilder:
                 transaction, pass ``retries`` to ``begin`` instead.
             backoff: The waits between attempts.
         """
-        source, reason = self._owner.stable_source(self._source, retries=retries)
         clauses = list(self._clauses)
         expressions: list[tuple[str, str | Column | None]] = [("condition", self._condition)]
         for n, c in enumerate(clauses, 1):
             expressions.append((f"clause {n} ({c.kind}) condition", c.condition))
             for column, value in (c.assignments or {}).items():
                 expressions.append((f"clause {n} ({c.kind}) value of {column}", value))
-        reason = reason or statement_reason(StatementKind.MERGE, expressions)
+        reason = statement_reason(StatementKind.MERGE, expressions)
+        source = self._source
+        if reason is None:  # materialising a source that cannot be replayed is wasted work
+            source, reason = self._owner.stable_source(self._source, retries=retries)
         target_alias, merge_schema, condition = (
             self._target_alias,
             self._merge_schema,

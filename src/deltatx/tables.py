@@ -173,10 +173,9 @@ class Transaction:
         In a transaction begun with ``retries``, ``df`` is materialised first so that a
         replay writes the same rows.
         """
-        df, reason = self.stable_source(df)
-        reason = reason or statement_reason(
-            StatementKind.WRITE, [("replace_where condition", replace_where)]
-        )
+        reason = statement_reason(StatementKind.WRITE, [("replace_where condition", replace_where)])
+        if reason is None:
+            df, reason = self.stable_source(df)
         props = None if properties is None else dict(properties)
         parts = None if partition_by is None else list(partition_by)
 
