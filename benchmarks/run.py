@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (under 5 minutes)")
-    parser.add_argument("--only", choices=("metadata", "spark"), help="one half of the suite")
+    parser.add_argument(
+        "--only",
+        choices=("metadata", "spark", "contention"),
+        help="one half of the suite, or only case 10 (contended DML with re-execution)",
+    )
     parser.add_argument(
         "--out", help="results directory (default: benchmarks/results, quick: .../results/quick)"
     )
@@ -52,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     startup: float | None = None
     notes: list[str] = []
     try:
+        if args.only == "contention":
+            from benchmarks import reexecution_case, spark_cases
+
+            sizes = spark_cases.QUICK if args.quick else spark_cases.FULL
+            spark, startup = spark_cases.start_session()
+            rows += reexecution_case.case_contention(spark, workdir, sizes.contention_s, _log)
         if args.only in (None, "metadata"):
             sizes = metadata_cases.QUICK if args.quick else metadata_cases.FULL
             rows += metadata_cases.run_all(workdir, sizes, _log)

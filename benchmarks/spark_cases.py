@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks import rs_workers
+from benchmarks import reexecution_case, rs_workers
 from benchmarks.harness import MIN_RUNS, Figure, Row, Stats, spawn_context
 from deltatx.version import __version__ as DELTATX_VERSION
 
@@ -38,6 +38,8 @@ class SparkSizes:
     dv_files: int = 100
     runs: int = 3
     warmup: int = 1
+    # Case 10: each window (without, then with re-execution) runs this long.
+    contention_s: float = 45.0
 
 
 FULL = SparkSizes()
@@ -48,6 +50,7 @@ QUICK = SparkSizes(
     optimize_files=50,
     dv_rows=100_000,
     dv_files=20,
+    contention_s=15.0,
 )
 
 
@@ -599,6 +602,10 @@ def run_all(workdir: str, sizes: SparkSizes, log: Callable[[str], None]) -> tupl
         ("7 DML", lambda: case_dml(spark, workdir, sizes)),
         ("8 deletion vectors", lambda: case_deletion_vectors(spark, workdir, sizes)),
         ("9 OPTIMIZE", lambda: case_optimize(spark, workdir, sizes)),
+        (
+            "10 contended DML",
+            lambda: reexecution_case.case_contention(spark, workdir, sizes.contention_s, log),
+        ),
     ):
         t0 = time.perf_counter()
         log(f"case {name} ...")

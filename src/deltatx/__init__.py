@@ -36,11 +36,13 @@ from deltatx.progress import enable_progress
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
+    from deltatx.reexecution import Backoff
     from deltatx.spark.session import spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
 
 _LAZY = {
+    "Backoff": "deltatx.reexecution",
     "DeltaTable": "deltatx.tables",
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
@@ -58,6 +60,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Backoff",
     "CommitFailedError",
     "CommitRetriesExceededError",
     "ConcurrentAppendException",

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from deltatx.kernel.metrics import MergeMetrics, OptimizeMetrics
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import operation
+from deltatx.reexecution import Backoff, StatementKind, statement_reason
 from deltatx.spark.commands.merge import ClauseKind, MergeClause, stage_merge
 from deltatx.spark.commands.optimize import stage_compaction, stage_z_order
 
@@ -28,8 +29,20 @@ class Owner(Protocol):
         """The table's path, for progress reports."""
         ...
 
-    def run(self, work: Callable[[SparkSession, OptimisticTransaction], T]) -> T:
-        """Runs ``work`` with a session and a transaction."""
+    def run(
+        self,
+        work: Callable[[SparkSession, OptimisticTransaction], T],
+        *,
+        statement: StatementKind | None = None,
+        not_replayable: str | None = None,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+    ) -> T:
+        """Runs ``work`` with a session and a transaction (see :meth:`DeltaTable.run`)."""
+        ...
+
+    def stable_source(self, df: DataFrame, *, retries: int = 0) -> tuple[DataFrame, str | None]:
+        """``df`` materialised when the statement may be re-executed, or why it cannot be."""
         ...
 
 
@@ -96,21 +109,51 @@ class MergeBuilder:
         self._merge_schema = True
         return self
 
-    def execute(self) -> MergeMetrics:
-        """Runs the merge: stages into the transaction, or commits on a DeltaTable."""
-        with operation("MERGE", self._owner.path):
-            return self._owner.run(self._run)
+    def execute(self, *, retries: int = 0, backoff: Backoff | None = None) -> MergeMetrics:
+        """Runs the merge: stages into the transaction, or commits on a DeltaTable.
 
-    def _run(self, spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
-        return stage_merge(
-            spark,
-            txn,
-            source=self._source,
-            condition=self._condition,
-            clauses=list(self._clauses),
-            target_alias=self._target_alias,
-            merge_schema=self._merge_schema,
+        Args:
+            retries: On a DeltaTable: re-executions allowed when the commit conflicts. The
+                source is then materialised once, before the first attempt, so every
+                attempt merges the same rows (see :mod:`deltatx.reexecution`). In a
+                transaction, pass ``retries`` to ``begin`` instead.
+            backoff: The waits between attempts.
+        """
+        clauses = list(self._clauses)
+        expressions: list[tuple[str, str | Column | None]] = [("condition", self._condition)]
+        for n, c in enumerate(clauses, 1):
+            expressions.append((f"clause {n} ({c.kind}) condition", c.condition))
+            for column, value in (c.assignments or {}).items():
+                expressions.append((f"clause {n} ({c.kind}) value of {column}", value))
+        reason = statement_reason(StatementKind.MERGE, expressions)
+        source = self._source
+        if reason is None:  # materialising a source that cannot be replayed is wasted work
+            source, reason = self._owner.stable_source(self._source, retries=retries)
+        target_alias, merge_schema, condition = (
+            self._target_alias,
+            self._merge_schema,
+            self._condition,
         )
+
+        def work(spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
+            return stage_merge(
+                spark,
+                txn,
+                source=source,
+                condition=condition,
+                clauses=clauses,
+                target_alias=target_alias,
+                merge_schema=merge_schema,
+            )
+
+        with operation("MERGE", self._owner.path):
+            return self._owner.run(
+                work,
+                statement=StatementKind.MERGE,
+                not_replayable=reason,
+                retries=retries,
+                backoff=backoff,
+            )
 
 
 class OptimizeBuilder:

@@ -175,7 +175,15 @@ class ConcurrentModificationException(DeltaError):
         partition_values: The partition the collision happened in, when known.
         rows: Row indexes that collided (row-level concurrency), when known.
         hint: A sentence that says how to avoid this conflict.
+        not_retried_because: Set when the caller asked for re-execution (``retries=N``) and
+            the statement was not run again: why (see :mod:`deltatx.reexecution`).
+        attempts: With re-execution: how many times the statement was executed.
+        read_versions: With re-execution: the version each execution read.
     """
+
+    not_retried_because: str | None = None
+    attempts: int = 1
+    read_versions: tuple[int, ...] = ()
 
     error_class: str = "DELTA_CONCURRENT_WRITE"
     summary: str = (

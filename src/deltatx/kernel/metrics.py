@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+# How a statement was run, not what it did: returned to the caller, never in operationMetrics
+# (re-execution records its own numAttempts there).
+_NOT_OPERATION_METRICS = frozenset({"attempts", "read_versions"})
+
 
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
@@ -16,15 +20,23 @@ def _camel(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CommandMetrics:
-    """Common shape: every command reports files touched and its wall time."""
+    """Common shape: every command reports files touched and its wall time.
+
+    ``attempts`` and ``read_versions`` say how the statement ran: once per execution, with the
+    version each execution read (more than one when a conflicting statement was re-executed).
+    """
 
     num_added_files: int = 0
     num_removed_files: int = 0
     execution_time_ms: int = 0
+    attempts: int = 1
+    read_versions: tuple[int, ...] = ()
 
     def to_operation_metrics(self) -> dict[str, int]:
         """The camelCase metrics for commitInfo."""
-        return {_camel(k): int(v) for k, v in asdict(self).items()}
+        return {
+            _camel(k): int(v) for k, v in asdict(self).items() if k not in _NOT_OPERATION_METRICS
+        }
 
 
 @dataclass(frozen=True, slots=True)

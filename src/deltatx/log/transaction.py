@@ -81,6 +81,7 @@ class OptimisticTransaction:
         self._operations: list[Operation] = []
         self._metrics: dict[str, int] = {}
         self._configuration: TableConfiguration | None = None
+        self._annotations: dict[str, Any] = {}
 
     # -- what the transaction sees -------------------------------------------------------
 
@@ -243,6 +244,21 @@ class OptimisticTransaction:
         for k, v in metrics.items():
             self._metrics[k] = self._metrics.get(k, 0) + int(v)
 
+    def annotate(
+        self,
+        *,
+        parameters: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, int] | None = None,
+    ) -> None:
+        """Adds facts about how the transaction ran (not what it did) to its commitInfo.
+
+        Unlike :meth:`record_operation` this adds no statement: ``parameters`` join the
+        committed operation's parameters and ``metrics`` replace same-named metrics.
+        """
+        self._check_active()
+        self._annotations.update(parameters or {})
+        self._metrics.update({k: int(v) for k, v in (metrics or {}).items()})
+
     def staged_actions(self) -> list[Action]:
         """Every action that :meth:`commit` will publish (commitInfo aside)."""
         out: list[Action] = []
@@ -270,6 +286,12 @@ class OptimisticTransaction:
 
     def operation(self) -> Operation:
         """The operation commitInfo records: the statement's, or a summary of several."""
+        op = self._statements_operation()
+        if not self._annotations:
+            return op
+        return replace(op, parameters={**op.parameters, **self._annotations})
+
+    def _statements_operation(self) -> Operation:
         if len(self._operations) == 1:
             return self._operations[0]
         if not self._operations:

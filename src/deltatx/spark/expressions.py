@@ -211,16 +211,22 @@ def _columns(node: exp.Expression) -> Iterator[exp.Column]:
         stack.extend(n.iter_expressions())
 
 
-def is_deterministic(condition: str) -> bool:
-    """Whether a SQL condition evaluates the same on every evaluation of a row.
+def is_deterministic(expression: str | pyspark.sql.Column) -> bool:
+    """Whether evaluating ``expression`` again on the same rows gives the same values.
 
-    A condition that does not parse counts as non-deterministic (nothing proves otherwise).
+    Any SQL expression (a condition or a value such as ``counter + 1``); a Column is judged by
+    its SQL text. False when it calls a non-deterministic function (``rand()``, ``uuid()``,
+    ...) or holds a subquery (whose table may change between evaluations), and when it does
+    not parse, since then it cannot be checked.
     """
+    text = expression if isinstance(expression, str) else column_sql_text(str(expression))
     try:
-        tree = sqlglot.parse_one(condition, read="spark")
+        trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
     except (ParseError, TokenError):
         return False
-    return not _has_non_deterministic(cast(exp.Expression, tree))
+    if len(trees) != 1:
+        return False
+    return not _has_non_deterministic(cast(exp.Expression, trees[0]))
 
 
 def _has_non_deterministic(node: exp.Expression) -> bool:
@@ -519,4 +525,4 @@ def _cast(value: Any, to: exp.DataType) -> tuple[bool, Any]:
     return False, None
 
 
-__all__ = ["column_sql_text", "merge_target_predicate", "parse_condition"]
+__all__ = ["column_sql_text", "is_deterministic", "merge_target_predicate", "parse_condition"]
