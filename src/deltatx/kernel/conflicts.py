@@ -4,7 +4,7 @@ A pure function of the pending transaction (its read set, actions and resolved i
 and one winning commit, applied to each winner in version order. The checks and their order are
 deltatx's decisions in ``conflict-spec.md``: protocol, metadata, domain metadata, application
 ids, appends, delete/read, delete/delete, except that a file removed by both commits is always a
-delete/delete conflict (seed 000: two compactions rewriting the same files).
+delete/delete conflict (the docs: two compactions rewriting the same files).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class PendingCommit:
         read_set: What it read.
         actions: What it commits (without commitInfo).
         operation: Its operation.
-        isolation_level: The level after the SnapshotIsolation downgrade (seed 004).
+        isolation_level: The level after the SnapshotIsolation downgrade (the Delta code).
         is_blind_append: Whether it is a blind append (written as ``isBlindAppend``).
         schema: The read snapshot's schema (types partition values and statistics).
         partition_columns: The read snapshot's partition columns.
@@ -353,7 +353,7 @@ class ConflictChecker:
             and winner.is_blind_append
             and not self._changes_metadata
         ):
-            return  # seed 004: WriteSerializable ignores blind appends
+            return  # the Delta code: WriteSerializable ignores blind appends
         read = pending.read_set
         for add in winner.adds:
             if not add.data_change:

@@ -96,7 +96,7 @@ class Opaque:
 
     ``sql`` keeps its text for messages; ``deterministic`` is False for ``rand()`` and the like,
     and ``complex_type`` is True when it touches a struct, array or map (both matter to the
-    row-level concurrency limitations of seed 000).
+    row-level concurrency limitations in the docs).
     """
 
     sql: str

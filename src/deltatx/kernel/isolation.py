@@ -1,4 +1,4 @@
-"""Isolation levels and the downgrade of commits that change no data (seed 004)."""
+"""Isolation levels and the downgrade of commits that change no data (the Delta code)."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def can_downgrade_to_snapshot_isolation(
 ) -> bool:
     """Whether a commit may run at SnapshotIsolation instead of the table's level.
 
-    Seed 004: a commit whose file actions all have ``dataChange=false`` (compaction, REORG) and
-    that carries no other action (metadata, protocol, txn, domain metadata) downgrades. Under
+    As Delta's own code does: a commit whose file actions all have ``dataChange=false``
+    (compaction, REORG) and that carries no other action (metadata, protocol, txn, domain metadata) downgrades. Under
     WriteSerializable the operation itself must also not be one that changes data.
     """
     data_changed = False

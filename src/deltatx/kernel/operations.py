@@ -72,7 +72,7 @@ class Operation:
 
     @property
     def changes_data(self) -> bool:
-        """Whether the operation changes data by its nature (conflict-spec 2.3, seed 004)."""
+        """Whether the operation changes data by its nature (conflict-spec 2.3, the Delta code)."""
         return self.name in _CHANGES_DATA
 
     def commit_parameters(self) -> dict[str, str]:

@@ -28,7 +28,7 @@ class ReadSet:
         row_level_rows: Row-level concurrency: per file that a deletion-vector DML read, the
             physical row indexes its conditions matched (and that it changed). A winner that
             only added other rows to such a file's deletion vector does not conflict.
-        row_level_fallback: Why row-level concurrency does not apply (a seed 000 limitation,
+        row_level_fallback: Why row-level concurrency does not apply (a documented limitation,
             e.g. a non-deterministic condition), or None; with a reason, every file read is
             judged at file level and the conflict hint says why.
     """

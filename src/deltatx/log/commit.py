@@ -1,6 +1,6 @@
 """The commit loop: publish ``N.json`` if absent, otherwise check the winners and retry.
 
-This is phase three of optimistic concurrency (seed 002): the data files are already written
+This is phase three of optimistic concurrency (the docs): the data files are already written
 and invisible; publishing the commit file is the single atomic step. When another writer got
 the version first, every winning commit is read in order and run through the
 :class:`~deltatx.kernel.conflicts.ConflictChecker`; if none conflicts the same actions are tried
@@ -316,7 +316,7 @@ def settle(
         ConcurrentModificationException: The winner conflicts with ``plan.pending``.
     """
     if isinstance(checker, RowLevelChecker):
-        # Row-level concurrency (seed 000): the kernel says what to compare, this layer reads
+        # Row-level concurrency (the docs): the kernel says what to compare, this layer reads
         # the deletion vectors and plans our vectors on top of the winner's.
         work = checker.check_row_level(winner)
         settled = resolve_row_level(log, plan, work)

@@ -73,7 +73,7 @@ class Explanation:
     Attributes:
         read_version: The version it read.
         isolation_level: Its level (after the downgrade for commits that change no data).
-        row_level: Whether rows were compared (deletion vectors, no seed 000 limitation).
+        row_level: Whether rows were compared (deletion vectors, no documented limitation).
         fallback: Why rows were not compared though the table has deletion vectors, or None.
         matched_rows: Per data file, the live rows its condition matched (row level only).
         collisions: One entry per later commit, in version order.
@@ -102,7 +102,7 @@ def explain_conflicts(
         snap: The snapshot the transaction read (the caller has it, to parse the condition).
         operation: What it did: WRITE (a blind append), DELETE, UPDATE, MERGE or OPTIMIZE.
         predicate: Its condition in the IR (None: it read the whole table).
-        condition_text: The condition as written, to spot seed 000's row-level limitations.
+        condition_text: The condition as written, to spot the docs's row-level limitations.
 
     Raises:
         InvalidArgumentError: ``operation`` is not one of those modelled.

@@ -364,7 +364,7 @@ class OptimisticTransaction:
     def _check_upgrade_alone(self) -> None:
         """Refuses a protocol upgrade of an existing table committed together with data.
 
-        Seed 000: a protocol change fails every concurrent write, and readers that cannot read
+        The docs: a protocol change fails every concurrent write, and readers that cannot read
         the new protocol must not lose data silently; keeping the upgrade in a commit of its
         own makes it a pure metadata step that can be retried on its own.
 

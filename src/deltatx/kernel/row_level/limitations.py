@@ -1,8 +1,8 @@
-"""When row-level concurrency applies (seed 000, row-level concurrency limitations).
+"""When row-level concurrency applies (the docs, row-level concurrency limitations).
 
 Row-level conflict detection needs conditions whose matched rows are a stable fact about the
 data: deterministic, without subqueries, on primitive columns; and a table without identity
-columns (whose concurrent writers the seed does not support). Anything else falls back to
+columns (whose concurrent writers the docs do not support). Anything else falls back to
 file-level detection, and the reason goes into the conflict's hint.
 """
 

@@ -5,7 +5,7 @@ files and, within a file, of the physical row index, skipping the rows the sourc
 vector deleted at compaction time. The output's ``tags`` name its sources in that order with
 their live row counts and the deletion vector each was read with, so that a row position in a
 source maps to a row position in the output. That is what lets OPTIMIZE and REORG race a DML
-on the same files without a conflict (seed 000): the deletion vector written on one side is
+on the same files without a conflict (the docs): the deletion vector written on one side is
 carried to the other by position. The vector is recorded because the compaction's own
 ``remove`` may name a newer one: a compaction settled against a concurrent DML removes the
 entry that DML left in force, whose rows it did not skip when writing.

@@ -1,6 +1,6 @@
 """Which winner/loser pairs need rows compared: the row-level conflict rules, as data.
 
-On tables with deletion vectors (seed 000, "Conflictos de escritura con simultaneidad de nivel
+On tables with deletion vectors (the docs, "Conflictos de escritura con simultaneidad de nivel
 de fila"), some file-level conflicts are not conflicts at all:
 
 * UPDATE, DELETE and MERGE on an unpartitioned table conflict only when they change the same
@@ -165,7 +165,7 @@ class RowLevelChecker(ConflictChecker):
     Use :func:`checker_for` to get one when it applies.
 
     Attributes:
-        rows_resolvable: DML vs DML is judged by rows (an unpartitioned table, seed 000).
+        rows_resolvable: DML vs DML is judged by rows (an unpartitioned table, the docs).
         follows_compactions: A DML whose file a winning compaction moved follows its rows.
         own_sources: This transaction is a compaction: its sources, to carry a winner's
             deletions onto its outputs.
@@ -175,7 +175,7 @@ class RowLevelChecker(ConflictChecker):
         """Works out which of the row-level rules apply to ``pending``."""
         super().__init__(pending)
         read = pending.read_set
-        # Rows are recorded only by deletion-vector DML, and only when no seed 000 limitation
+        # Rows are recorded only by deletion-vector DML, and only when no documented limitation
         # (non-deterministic condition, subquery, complex types, identity columns) applies.
         dml_rows = (
             read.row_level_fallback is None
@@ -200,7 +200,7 @@ class RowLevelChecker(ConflictChecker):
         conflicts as before). Files a winning compaction moved (with recorded provenance) are
         returned when this transaction read or changed them; sources of this compaction that
         the winner changed are returned too. Appends never conflict under WriteSerializable
-        (seed 000: UPDATE, DELETE and MERGE cannot conflict with INSERT); under Serializable the
+        (the docs: UPDATE, DELETE and MERGE cannot conflict with INSERT); under Serializable the
         added files whose statistics may match are returned for a row check.
 
         Raises:
@@ -223,7 +223,7 @@ class RowLevelChecker(ConflictChecker):
                 changes.append(SourceChange(rm.path, rm, adds.get(rm.path), hit[0], hit[1]))
         rest = _without_paths(winner, {c.path for c in changes})
         # A compaction depends only on the files it rewrites: files it looked at but left
-        # alone may change freely, and appends cannot matter (it changes no data, seed 004).
+        # alone may change freely, and appends cannot matter (it changes no data, the Delta code).
         # Sources without recorded provenance keep the file-level rule.
         self._check_delete_delete(rest)
         return RowLevelWork(winner, source_changes=tuple(changes))
@@ -245,7 +245,7 @@ class RowLevelChecker(ConflictChecker):
         self._check_delete_delete(rest)
         appended: tuple[AddFile, ...] = ()
         if not self.rows_resolvable:
-            # A partitioned table: DML vs DML stays file level (seed 000), only compactions
+            # A partitioned table: DML vs DML stays file level (the docs), only compactions
             # are followed by rows.
             self._check_appends(rest)
         elif self.pending.isolation_level is IsolationLevel.SERIALIZABLE:

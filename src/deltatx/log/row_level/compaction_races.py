@@ -1,6 +1,6 @@
 """OPTIMIZE and REORG vs DML on tables with deletion vectors: follow the rows, in either order.
 
-Seed 000: with deletion vectors, OPTIMIZE conflicts with UPDATE, DELETE and MERGE (and with
+The docs: with deletion vectors, OPTIMIZE conflicts with UPDATE, DELETE and MERGE (and with
 another OPTIMIZE) only when it uses ZORDER BY; partitioned tables get this too. A compaction
 output records which rows of which sources it holds (:mod:`deltatx.kernel.row_level.provenance`),
 so:

@@ -4,7 +4,7 @@ Each bin of source files becomes exactly one output file whose rows are the bin'
 order of (file in the bin, physical row index). The output's ``tags`` then name its sources
 with their live row counts and the deletion vectors they were read with
 (:mod:`deltatx.kernel.row_level.provenance`), which is what lets a deletion vector written
-concurrently on a source be carried onto the output, and back (seed 000: OPTIMIZE does not
+concurrently on a source be carried onto the output, and back (the docs: OPTIMIZE does not
 conflict with DML on tables with deletion vectors).
 
 Spark gives no handle on which task writes which rows, so the layout is forced: rows are

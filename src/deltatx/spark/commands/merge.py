@@ -1,7 +1,7 @@
 """MERGE INTO: the full clause set, evaluated in order, copy-on-write on the touched files.
 
 The ON condition's target-only conjuncts (``t.date = '2024-01-01'``) prune the target files and
-are the recorded read predicate, so seed 000's advice (put the partition in the condition)
+are the recorded read predicate, so the docs's advice (put the partition in the condition)
 really keeps concurrent merges on different partitions apart.
 
 Plan: the candidate target files (with each row's file and row index) are outer-joined with the
