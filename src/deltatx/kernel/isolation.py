@@ -44,8 +44,9 @@ def can_downgrade_to_snapshot_isolation(
     """Whether a commit may run at SnapshotIsolation instead of the table's level.
 
     As Delta's own code does: a commit whose file actions all have ``dataChange=false``
-    (compaction, REORG) and that carries no other action (metadata, protocol, txn, domain metadata) downgrades. Under
-    WriteSerializable the operation itself must also not be one that changes data.
+    (compaction, REORG) and that carries no other action (metadata, protocol, txn, domain
+    metadata) downgrades. Under WriteSerializable the operation itself must also not be one
+    that changes data.
     """
     data_changed = False
     for action in actions:
