@@ -9,6 +9,7 @@ younger) survive.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 
@@ -23,6 +24,7 @@ from deltatx.log.transaction import OptimisticTransaction
 from deltatx.storage.location import Location
 
 _HOUR_MS = 3_600_000
+_log = logging.getLogger(__name__)
 
 
 def _keep(location: Location, files: Iterable[AddFile | RemoveFile], keep: set[str]) -> None:
@@ -65,8 +67,11 @@ def vacuum(
             ``delta.deletedFileRetentionDuration``.
         dry_run: List what would be deleted, delete nothing.
         enforce_retention: Refuse a retention shorter than the table's setting; pass False to
-            allow it (``deltatx.vacuum.retentionCheck``), knowing that readers of old versions
-            and transactions still writing may lose files.
+            allow it. UNSAFE while other writers are active, exactly as delta-spark documents
+            for its retention check: a transaction still in flight has written data files the
+            log does not reference yet, VACUUM deletes them, and its commit then publishes
+            files that no longer exist. Readers of old versions lose them too. A warning is
+            logged for every such VACUUM.
         now_ms: The current time, for tests.
 
     Raises:
@@ -89,6 +94,18 @@ def vacuum(
             f"readers of old versions and in-flight writers could lose files. Pass "
             f"enforce_retention=False (on the command line: deltatx vacuum "
             f"--no-enforce-retention) if you are sure."
+        )
+    if retention_ms < table_retention and not dry_run:
+        # As in delta-spark, turning the check off is the operator's decision and is unsafe:
+        # data files of a transaction still in flight are unreferenced until it commits, so a
+        # short retention deletes them and that commit then publishes files that do not exist.
+        _log.warning(
+            "VACUUM of %s with a retention of %g hours, shorter than the table's %g hours: "
+            "UNSAFE while other writers are active; their uncommitted data files may be "
+            "deleted and their commits then reference missing files",
+            log.table_path,
+            retention_ms / _HOUR_MS,
+            table_retention / _HOUR_MS,
         )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now - retention_ms

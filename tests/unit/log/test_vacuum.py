@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.deletion_vectors import dv_relative_path
 from deltatx.log import DeltaLog
 from deltatx.log.deletion_vectors import write_dvs
@@ -82,3 +86,25 @@ def test_files_reached_through_links_are_never_deleted(tmp_path: Path) -> None:
     (root / "link").symlink_to(outside)
     assert _vacuum(log) == set()
     assert (outside / "precious.parquet").exists()
+
+
+def test_a_short_retention_is_refused_and_forcing_it_is_flagged_unsafe(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The chosen answer to VACUUM racing an in-flight writer: as in delta-spark, the retention
+    check protects it, and turning the check off is documented and logged as unsafe (the
+    writer's uncommitted file is deleted, and its later commit names a missing file)."""
+    root, log = _table(tmp_path)
+    in_flight = begin(log)
+    _file(root, "in-flight.parquet")  # written by a transaction that has not committed yet
+    with pytest.raises(InvalidArgumentError, match="in-flight writers could lose files"):
+        vacuum(log, retention_hours=0, now_ms=LATER)
+    assert (root / "in-flight.parquet").exists()
+    with caplog.at_level(logging.WARNING, logger="deltatx.log.vacuum"):
+        deleted = _vacuum(log)
+    assert deleted == {"in-flight.parquet"}
+    assert any("UNSAFE while other writers are active" in r.getMessage() for r in caplog.records)
+    in_flight.add_files([add("in-flight.parquet")])
+    version = in_flight.commit()  # the documented hazard: the commit names a deleted file
+    assert "in-flight.parquet" in {f.path for f in log.snapshot(version).add_files()}
+    assert not (root / "in-flight.parquet").exists()
