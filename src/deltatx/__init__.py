@@ -1,7 +1,7 @@
 """deltatx: Delta Lake transactions in Python, with Spark doing the data work.
 
-``import deltatx`` loads no Spark: :class:`DeltaTable`, :class:`Transaction`, :func:`write` and
-:func:`spark_session` are resolved on first use.
+``import deltatx`` loads no Spark: :class:`DeltaTable`, :class:`Transaction`, :func:`write`,
+:func:`spark_session` and :func:`configure` are resolved on first use.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from deltatx.errors import (
     TableNotFoundError,
     TransactionStateError,
     UnsupportedFeatureError,
+    UnsupportedOptionError,
     VersionNotFoundError,
 )
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
+    from deltatx.spark.datasource import configure
     from deltatx.spark.session import spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
@@ -42,6 +44,7 @@ _LAZY = {
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
     "spark_session": "deltatx.spark.session",
+    "configure": "deltatx.spark.datasource",
 }
 
 
@@ -76,8 +79,10 @@ __all__ = [
     "Transaction",
     "TransactionStateError",
     "UnsupportedFeatureError",
+    "UnsupportedOptionError",
     "VersionNotFoundError",
     "__version__",
+    "configure",
     "spark_session",
     "write",
 ]

@@ -44,6 +44,14 @@ class UnsupportedFeatureError(DeltaError):
         self.feature = feature
 
 
+class UnsupportedOptionError(InvalidArgumentError):
+    """A reader or writer option deltatx does not implement; refused rather than ignored."""
+
+    def __init__(self, message: str, *, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class InvalidPropertyError(InvalidArgumentError):
     """A table property has a value that is not allowed."""
 
@@ -238,5 +246,6 @@ __all__ = [
     "TableNotFoundError",
     "TransactionStateError",
     "UnsupportedFeatureError",
+    "UnsupportedOptionError",
     "VersionNotFoundError",
 ]

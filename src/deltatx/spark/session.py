@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import uuid
 
@@ -79,7 +80,8 @@ def spark_session() -> SparkSession:
 
     With ``SPARK_REMOTE`` set, the session is a Spark Connect client to that server and no
     local Java is needed. Otherwise a new session runs Spark embedded (``local[2]``, UTC,
-    quiet logging); an existing active session is returned untouched.
+    quiet logging); an existing active session is returned as it is. Either way deltatx's
+    data source is registered on it (see :func:`deltatx.configure`).
 
     Returns:
         The session to run deltatx's Spark work on.
@@ -87,18 +89,25 @@ def spark_session() -> SparkSession:
     Raises:
         JavaNotFoundError: A local session is needed and no Java runtime is installed.
     """
+    from deltatx.spark.datasource import configure
+
     active = _active_session()
     if active is not None:
-        return active
+        return configure(active)
     if os.environ.get("SPARK_REMOTE"):
-        return SparkSession.builder.getOrCreate()
+        return configure(SparkSession.builder.getOrCreate())
     if find_java() is None:
         raise JavaNotFoundError(JAVA_REQUIRED_MESSAGE)
     builder = SparkSession.builder.master("local[2]").appName("deltatx")
     for key, value in LOCAL_CONF.items():
         builder = builder.config(key, value)
+    if not os.environ.get("PYSPARK_PYTHON"):
+        # Python workers (the data source's planning and tasks, UDFs) must run an interpreter
+        # that has deltatx and pyarrow, not whatever "python3" is first on the PATH; the JVM
+        # reads this from its environment, which it inherits when it starts just below.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     if not os.environ.get("SPARK_CONF_DIR"):
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j2_profile()}"
         )
-    return builder.getOrCreate()
+    return configure(builder.getOrCreate())
