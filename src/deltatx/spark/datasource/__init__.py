@@ -71,8 +71,13 @@ def configure(spark: SparkSession) -> SparkSession:
     # Python data source with this setting on.
     spark.conf.set(_PUSHDOWN_CONF, "true")
     spark.dataSource.register(DeltatxDataSource)
+    names = {SHORT_NAME}
     if not jvm_delta_loaded(spark):
         spark.dataSource.register(DeltaDataSource)
+        names.add(DELTA_NAME)
+    from deltatx.spark.datasource.save import install
+
+    install(frozenset(names))
     return spark
 
 
