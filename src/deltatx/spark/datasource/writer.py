@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStructType
 
-from deltatx.errors import InvalidArgumentError, TableAlreadyExistsError
+from deltatx.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.features import protocol_for_configuration
@@ -381,6 +381,7 @@ class _TaskFiles:
         self.data_arrow = to_arrow_schema(to_spark_schema(self.data_schema), timezone="UTC")
         self.open: dict[tuple[str | None, ...], tuple[str, pq.ParquetWriter]] = {}
         self.done: list[str] = []
+        self.location.fs.create_dir(self.location.root, recursive=True)
 
     def _conform(self, batch: pa.RecordBatch) -> pa.Table:
         by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
@@ -392,6 +393,11 @@ class _TaskFiles:
                 continue
             column = batch.column(at)
             arrays.append(column if column.type == target.type else column.cast(target.type))
+            if not target.nullable and column.null_count:
+                raise SchemaMismatchError(
+                    f"NULL value in NOT NULL column '{target.name}'; nothing was written.",
+                    column=target.name,
+                )
         return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
 
     def _check_replace_where(self, table: pa.Table) -> None:
