@@ -592,6 +592,15 @@ def _throughput(stats: Stats, rows: int) -> Stats:
     )
 
 
+def _datasource_cases(
+    spark: SparkSession, workdir: str, sizes: SparkSizes, log: Callable[[str], None]
+) -> list[Row]:
+    from benchmarks import datasource_cases
+
+    chosen = datasource_cases.QUICK if sizes == QUICK else datasource_cases.FULL
+    return datasource_cases.run_all(spark, workdir, chosen, log)
+
+
 def run_all(workdir: str, sizes: SparkSizes, log: Callable[[str], None]) -> tuple[list[Row], float]:
     """Every Spark case; returns the rows and the session start-up time."""
     spark, startup = start_session()
@@ -606,6 +615,7 @@ def run_all(workdir: str, sizes: SparkSizes, log: Callable[[str], None]) -> tupl
             "10 contended DML",
             lambda: reexecution_case.case_contention(spark, workdir, sizes.contention_s, log),
         ),
+        ("11 deltatx inside Spark", lambda: _datasource_cases(spark, workdir, sizes, log)),
     ):
         t0 = time.perf_counter()
         log(f"case {name} ...")

@@ -1,7 +1,7 @@
 """deltatx: Delta Lake transactions in Python, with Spark doing the data work.
 
-``import deltatx`` loads no Spark: :class:`DeltaTable`, :class:`Transaction`, :func:`write` and
-:func:`spark_session` are resolved on first use.
+``import deltatx`` loads no Spark: :class:`DeltaTable`, :class:`Transaction`, :func:`write`,
+:func:`spark_session` and :func:`configure` are resolved on first use.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from deltatx.errors import (
     TableNotFoundError,
     TransactionStateError,
     UnsupportedFeatureError,
+    UnsupportedOptionError,
     VersionNotFoundError,
     VersionNotReadableError,
 )
@@ -37,6 +38,7 @@ from deltatx.version import __version__
 
 if TYPE_CHECKING:
     from deltatx.reexecution import Backoff
+    from deltatx.spark.datasource import configure
     from deltatx.spark.session import spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
@@ -47,6 +49,7 @@ _LAZY = {
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
     "spark_session": "deltatx.spark.session",
+    "configure": "deltatx.spark.datasource",
 }
 
 
@@ -83,10 +86,12 @@ __all__ = [
     "Transaction",
     "TransactionStateError",
     "UnsupportedFeatureError",
+    "UnsupportedOptionError",
     "VersionNotFoundError",
     "VersionNotReadableError",
     "__version__",
     "enable_progress",
+    "configure",
     "spark_session",
     "write",
 ]

@@ -71,6 +71,14 @@ class AppendOnlyViolationError(InvalidArgumentError):
     """A commit would remove or delete rows of an append-only table (``delta.appendOnly``)."""
 
 
+class UnsupportedOptionError(InvalidArgumentError):
+    """A reader or writer option deltatx does not implement; refused rather than ignored."""
+
+    def __init__(self, message: str, *, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
 class InvalidPropertyError(InvalidArgumentError):
     """A table property has a value that is not allowed."""
 
@@ -303,5 +311,6 @@ __all__ = [
     "TableNotFoundError",
     "TransactionStateError",
     "UnsupportedFeatureError",
+    "UnsupportedOptionError",
     "VersionNotFoundError",
 ]

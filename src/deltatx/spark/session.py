@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
@@ -195,7 +196,8 @@ def spark_session(
     :func:`session_configuration` (arguments, then ``MASTER``/``SPARK_MASTER``,
     ``SPARK_DRIVER_MEMORY``, ``PYSPARK_SUBMIT_ARGS`` and ``spark-defaults.conf``, then
     ``local[2]``, 2 GB, UTC, quiet logging, no UI). An existing active session is returned
-    untouched, whatever the arguments say.
+    untouched, whatever the arguments say. Either way deltatx's data source is registered on
+    it (see :func:`deltatx.configure`).
 
     Args:
         master: The Spark master URL, e.g. ``"local[8]"``.
@@ -210,11 +212,13 @@ def spark_session(
     Raises:
         JavaNotFoundError: A local session is needed and no Java runtime is installed.
     """
+    from deltatx.spark.datasource import configure
+
     active = _active_session()
     if active is not None:
-        return active
+        return configure(active)
     if os.environ.get("SPARK_REMOTE"):
-        return SparkSession.builder.getOrCreate()
+        return configure(SparkSession.builder.getOrCreate())
     if find_java() is None:
         raise JavaNotFoundError(JAVA_REQUIRED_MESSAGE)
     settled = session_configuration(
@@ -223,8 +227,13 @@ def spark_session(
     builder = SparkSession.builder.appName(app_name)
     for key, value in settled.items():
         builder = builder.config(key, value)
+    if not os.environ.get("PYSPARK_PYTHON"):
+        # Python workers (the data source's planning and tasks, UDFs) must run an interpreter
+        # that has deltatx and pyarrow, not whatever "python3" is first on the PATH; the JVM
+        # reads this from its environment, which it inherits when it starts just below.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     if not os.environ.get("SPARK_CONF_DIR") and "spark.driver.extraJavaOptions" not in settled:
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j2_profile()}"
         )
-    return builder.getOrCreate()
+    return configure(builder.getOrCreate())

@@ -179,16 +179,41 @@ def read_files(
     spark: SparkSession, txn: OptimisticTransaction, files: Sequence[AddFile]
 ) -> DataFrame:
     """The live rows of ``files`` under the transaction's schema (deletion vectors applied)."""
-    from deltatx.spark.deletion_vectors import deleted_rows_filter
+    from deltatx.spark.dv_filter import live_rows_filter
+    from deltatx.spark.partitioned_scan import partition_discovery_frame
 
+    row_filter = live_rows_filter(txn.log, files)
+    if row_filter is None and _many_partitions(files):
+        native = partition_discovery_frame(
+            spark,
+            table_path=txn.log.table_path,
+            files=files,
+            schema=txn.schema,
+            partition_columns=txn.partition_columns,
+        )
+        if native is not None:
+            return native
     return files_to_dataframe(
         spark,
         table_path=txn.log.table_path,
         files=files,
         schema=txn.schema,
         partition_columns=txn.partition_columns,
-        row_filter=deleted_rows_filter(spark, txn.log, files),
+        row_filter=row_filter,
     )
+
+
+# Up to this many partitions files_to_dataframe's own plan lets Spark prune them.
+_PRUNABLE_PARTITIONS = 64
+
+
+def _many_partitions(files: Sequence[AddFile]) -> bool:
+    seen: set[tuple[tuple[str, str | None], ...]] = set()
+    for f in files:
+        seen.add(tuple(sorted(f.partition_values.items())))
+        if len(seen) > _PRUNABLE_PARTITIONS:
+            return True
+    return False
 
 
 def file_metrics(files: Sequence[AddFile]) -> tuple[int, int]:

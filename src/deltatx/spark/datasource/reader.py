@@ -1,0 +1,206 @@
+"""The read half of ``format("delta")``: skip files on the driver, read Arrow in the tasks.
+
+Planning (in a Python process Spark starts for it) replays the log at the pinned version,
+turns the pushed filters into one predicate and keeps only the files whose partition values
+and statistics may satisfy it; the files are packed into partitions by size. A partition
+carries, per file, its path, partition values and deletion vector *descriptor*: a task reads
+the vector itself, so no partition grows with the number of deleted rows.
+
+Reading a task's files is pyarrow's Parquet reader, batch by batch; each batch gets the
+partition values as constant columns, NULL for columns a file lacks (added later to the
+table), and the file's deletion vector applied by row position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType as SparkStructType
+
+from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor
+from deltatx.kernel.expressions import Expression
+from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.values import kind_of_type, parse_partition_value
+from deltatx.log.delta_log import DeltaLog
+from deltatx.spark.datasource.filters import conjunction
+from deltatx.spark.dv_filter import deleted_row_indexes, live_mask
+from deltatx.spark.write import TableLocation, decode_uri_path
+
+# Packing files into tasks, as Spark's own file scan does: a task holds up to
+# _MAX_TASK_BYTES, each file counting _OPEN_COST more than its size, and tasks shrink (to
+# no less than _OPEN_COST) so that a small table still spreads over _MIN_TASKS tasks.
+_MAX_TASK_BYTES = 128 * 1024 * 1024
+_OPEN_COST = 4 * 1024 * 1024
+_MIN_TASKS = 8
+_BATCH_ROWS = 64 * 1024
+_PHYSICAL_NAME = "delta.columnMapping.physicalName"
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """One data file of a task: where it is, its partition values, its deletion vector.
+
+    Attributes:
+        path: The file's ``add.path`` (relative to the table root, or a URI).
+        partition_values: ``(column, value)`` pairs, values as the log spells them.
+        size: The file's size in bytes.
+        deletion_vector: The descriptor of the file's deletion vector (not its rows).
+    """
+
+    path: str
+    partition_values: tuple[tuple[str, str | None], ...]
+    size: int
+    deletion_vector: DeletionVectorDescriptor | None
+
+
+class FilesPartition(InputPartition):
+    """The files one Spark task reads."""
+
+    def __init__(self, files: tuple[FileTask, ...]) -> None:
+        """Holds ``files``; small enough to ship to every task."""
+        super().__init__(None)
+        self.files = files
+
+
+def plan_partitions(files: Sequence[AddFile]) -> list[FilesPartition]:
+    """Packs files into partitions by size, in the order given."""
+    tasks = [
+        FileTask(
+            path=f.path,
+            partition_values=tuple(sorted(f.partition_values.items())),
+            size=f.size,
+            deletion_vector=f.deletion_vector,
+        )
+        for f in files
+    ]
+    total = sum(t.size + _OPEN_COST for t in tasks)
+    target = max(_OPEN_COST, min(_MAX_TASK_BYTES, total // _MIN_TASKS))
+    out: list[FilesPartition] = []
+    current: list[FileTask] = []
+    current_bytes = 0
+    for task in sorted(tasks, key=lambda t: -t.size):
+        cost = task.size + _OPEN_COST
+        if current and current_bytes + cost > target:
+            out.append(FilesPartition(tuple(current)))
+            current, current_bytes = [], 0
+        current.append(task)
+        current_bytes += cost
+    if current:
+        out.append(FilesPartition(tuple(current)))
+    return out
+
+
+class DeltaReader(DataSourceReader):
+    """Reads one version of a table; holds only what every task needs (no file list)."""
+
+    def __init__(
+        self,
+        *,
+        table_path: str,
+        version: int,
+        schema: SparkStructType,
+        table_schema_json: str,
+        partition_columns: Sequence[str],
+        column_mapping: bool,
+    ) -> None:
+        """Reads ``version`` of the table at ``table_path``; ``schema`` is its Spark schema."""
+        self.table_path = table_path
+        self.version = version
+        self.schema = schema
+        self.table_schema_json = table_schema_json
+        self.partition_columns = tuple(partition_columns)
+        self.column_mapping = column_mapping
+        self.predicate: Expression | None = None
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Keeps the filters that can skip files; Spark still checks every filter on rows."""
+        self.predicate = conjunction(filters)
+        return filters
+
+    def files(self) -> list[AddFile]:
+        """The files a scan with the pushed filters reads (the others cannot match)."""
+        snapshot = DeltaLog.for_table(self.table_path).snapshot(self.version)
+        return snapshot.scan_files(self.predicate)
+
+    def partitions(self) -> list[InputPartition]:
+        """One partition per group of files, packed by size."""
+        return list(plan_partitions(self.files()))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The live rows of the partition's files, as Arrow batches of the table schema."""
+        assert isinstance(partition, FilesPartition)
+        reader = _FileReader(self)
+        for task in partition.files:
+            yield from reader.read(task)
+
+
+class _FileReader:
+    def __init__(self, source: DeltaReader) -> None:
+        self.table_path = source.table_path
+        self.location = TableLocation.parse(source.table_path)
+        self.arrow_schema = to_arrow_schema(source.schema, timezone="UTC")
+        table_schema: StructType = parse_schema(source.table_schema_json)
+        self.fields = table_schema.fields
+        self.partition_columns = {c.lower() for c in source.partition_columns}
+        self.physical = [
+            str(f.metadata.get(_PHYSICAL_NAME, f.name)) if source.column_mapping else f.name
+            for f in self.fields
+        ]
+
+    def _open(self, add_path: str) -> pq.ParquetFile:
+        decoded = decode_uri_path(add_path)
+        if "://" in add_path or add_path.startswith("file:"):
+            fs, path = pafs.FileSystem.from_uri(add_path)
+            return pq.ParquetFile(fs.open_input_file(path))
+        return pq.ParquetFile(self.location.fs.open_input_file(self.location.fs_path(decoded)))
+
+    def _constant(self, field_index: int, raw: str | None, rows: int) -> pa.Array:
+        arrow_type = self.arrow_schema.field(field_index).type
+        if raw is None or raw == "":
+            return pa.nulls(rows, arrow_type)
+        typed = parse_partition_value(raw, kind_of_type(self.fields[field_index].type))
+        value: Any = None if typed is None else typed.value
+        return pa.repeat(pa.scalar(value, arrow_type), rows)
+
+    def read(self, task: FileTask) -> Iterator[pa.RecordBatch]:
+        parquet = self._open(task.path)
+        present = set(parquet.schema_arrow.names)
+        values = {k.lower(): v for k, v in task.partition_values}
+        wanted = [
+            p
+            for f, p in zip(self.fields, self.physical, strict=True)
+            if f.name.lower() not in self.partition_columns and p in present
+        ]
+        deleted: np.ndarray | None = None
+        if task.deletion_vector is not None:
+            deleted = deleted_row_indexes(
+                self.table_path, task.deletion_vector, data_file=task.path
+            )
+        first_row = 0
+        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=wanted):
+            rows = batch.num_rows
+            arrays: list[pa.Array] = []
+            for i, (field, physical) in enumerate(zip(self.fields, self.physical, strict=True)):
+                arrow_type = self.arrow_schema.field(i).type
+                if field.name.lower() in self.partition_columns:
+                    arrays.append(self._constant(i, values.get(field.name.lower()), rows))
+                elif physical in present:
+                    column = batch.column(physical)
+                    arrays.append(column if column.type == arrow_type else column.cast(arrow_type))
+                else:
+                    arrays.append(pa.nulls(rows, arrow_type))
+            out = pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+            if deleted is not None:
+                positions = np.arange(first_row, first_row + rows, dtype=np.int64)
+                out = out.filter(pa.array(live_mask(deleted, positions)))
+            first_row += rows
+            if out.num_rows:
+                yield out

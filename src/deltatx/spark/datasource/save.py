@@ -1,0 +1,150 @@
+"""``df.write.format("delta")`` as Spark users write it, despite two limits of Spark's API.
+
+Spark lets a Python data source be written only in the ``append`` and ``overwrite`` modes
+(and ``error`` is the default mode), and refuses ``partitionBy(...)`` for it. So that existing
+code runs unchanged, :func:`install` makes PySpark's ``DataFrameWriter`` remember what it was
+told; when the format is deltatx's, ``save`` rebuilds the write: ``error`` and ``ignore`` are
+decided on the driver from the log (and checked again at commit), and the partition columns
+travel as the ``partitionBy`` option. Writers of any other format are untouched.
+
+``saveAsTable`` with deltatx's format is refused: a Python data source is not told the table's
+name, so named tables go through ``deltatx.sql`` or :class:`deltatx.DeltaTable`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.readwriter import DataFrameWriter
+
+from deltatx.errors import TableAlreadyExistsError, UnsupportedFeatureError
+from deltatx.log.delta_log import DeltaLog
+
+_STATE = "_deltatx_state"
+_INSTALLED = "_deltatx_installed"
+SAVE_MODE_OPTION = "deltatxSaveMode"
+"""Set by :func:`install` for ``error``: the writer refuses a table created meanwhile."""
+
+
+def _state(writer: DataFrameWriter) -> dict[str, Any]:
+    state: dict[str, Any] | None = writer.__dict__.get(_STATE)
+    if state is None:
+        state = {"format": None, "mode": None, "partition_by": None, "options": {}}
+        writer.__dict__[_STATE] = state
+    return state
+
+
+def _recording(name: str, record: Callable[..., None]) -> None:
+    original = getattr(DataFrameWriter, name)
+
+    @functools.wraps(original)
+    def method(self: DataFrameWriter, *args: Any, **kwargs: Any) -> Any:
+        record(_state(self), *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    setattr(DataFrameWriter, name, method)
+
+
+def _flatten(cols: Any) -> list[str]:
+    if len(cols) == 1 and isinstance(cols[0], list | tuple):
+        cols = cols[0]
+    return [str(c) for c in cols]
+
+
+def install(formats: frozenset[str]) -> None:
+    """Teaches PySpark's ``DataFrameWriter`` to write ``formats`` with every mode.
+
+    Idempotent; ``formats`` (lower-case names) replaces the set of formats handled.
+    """
+    DataFrameWriter._deltatx_formats = formats  # type: ignore[attr-defined]
+    if getattr(DataFrameWriter, _INSTALLED, False):
+        return
+    setattr(DataFrameWriter, _INSTALLED, True)
+
+    def set_format(state: dict[str, Any], source: str) -> None:
+        state["format"] = source
+
+    def set_mode(state: dict[str, Any], mode: str | None) -> None:
+        state["mode"] = mode
+
+    def set_option(state: dict[str, Any], key: str, value: Any) -> None:
+        state["options"][key] = value
+
+    def set_options(state: dict[str, Any], **options: Any) -> None:
+        state["options"].update(options)
+
+    def set_partition_by(state: dict[str, Any], *cols: Any) -> None:
+        state["partition_by"] = _flatten(cols)
+
+    _recording("format", set_format)
+    _recording("mode", set_mode)
+    _recording("option", set_option)
+    _recording("options", set_options)
+    _recording("partitionBy", set_partition_by)
+
+    original_save = DataFrameWriter.save
+    original_save_as_table = DataFrameWriter.saveAsTable
+
+    def ours(self: DataFrameWriter, format: str | None) -> bool:
+        name = format or _state(self)["format"]
+        handled: frozenset[str] = DataFrameWriter._deltatx_formats  # type: ignore[attr-defined]
+        return name is not None and str(name).lower() in handled
+
+    @functools.wraps(original_save)
+    def save(
+        self: DataFrameWriter,
+        path: str | None = None,
+        format: str | None = None,
+        mode: str | None = None,
+        partitionBy: str | list[str] | None = None,
+        **options: Any,
+    ) -> None:
+        if not ours(self, format):
+            original_save(self, path, format, mode, partitionBy, **options)
+            return
+        state = _state(self)
+        source = format or state["format"]
+        chosen = (mode or state["mode"] or "error").lower()
+        parts = state["partition_by"]
+        if partitionBy is not None:
+            parts = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy)
+        merged = {**state["options"], **options}
+        if path is not None:
+            merged["path"] = path
+        if chosen in ("error", "errorifexists", "default", "ignore"):
+            target = merged.get("path")
+            if target is not None and DeltaLog.for_table(str(target)).table_exists():
+                if chosen == "ignore":
+                    return
+                raise TableAlreadyExistsError(f"a Delta table already exists at {target}")
+            if chosen != "ignore":
+                merged[SAVE_MODE_OPTION] = "error"
+            chosen = "append"
+        if parts:
+            merged["partitionBy"] = ",".join(parts)
+        fresh = self._df.write.format(source).mode(chosen)
+        for key, value in merged.items():
+            fresh = fresh.option(key, value)
+        original_save(fresh)
+
+    @functools.wraps(original_save_as_table)
+    def save_as_table(
+        self: DataFrameWriter,
+        name: str,
+        format: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        if ours(self, format):
+            raise UnsupportedFeatureError(
+                f"saveAsTable('{name}') with format('{format or _state(self)['format']}') is not "
+                "supported: Spark does not tell a Python data source the table's name. Write by "
+                "path with save(path), or create the table with deltatx.sql or DeltaTable.",
+                feature="saveAsTable",
+            )
+        original_save_as_table(self, name, format, *args, **kwargs)
+
+    DataFrameWriter.save = save  # type: ignore[method-assign]
+    DataFrameWriter.saveAsTable = save_as_table  # type: ignore[method-assign]

@@ -1,0 +1,518 @@
+"""The write half of ``format("delta")``: Parquet from the tasks, one Delta commit at the end.
+
+Spark calls :meth:`DeltaWriter.write` in each task with the task's rows as Arrow batches: the
+task conforms them to the table schema, writes one Parquet file per partition value under
+the table root and returns the files' ``add`` actions with statistics from their footers.
+Nothing is visible until :meth:`DeltaWriter.commit` (in a Python process on the driver) stages
+those actions in an :class:`OptimisticTransaction` read at the version the write started
+from, and commits once: the same rules and conflict checks as :func:`deltatx.write`, so an
+append that reads nothing stays a blind append. A failed job deletes the files it wrote.
+
+Spark only lets a Python data source write in the ``append`` and ``overwrite`` modes, and
+refuses ``partitionBy(...)`` for it; the ``partitionBy`` option names the partition columns of
+a new table instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType as SparkStructType
+
+from deltatx.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.expressions import Expression, to_sql
+from deltatx.kernel.features import protocol_for_configuration
+from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.row_evaluation import row_truth
+from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.log.delta_log import DeltaLog
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.common import (
+    condition_to_predicate,
+    covers_whole_files,
+    file_metrics,
+    new_table_actions,
+    to_delta_schema,
+)
+from deltatx.spark.datasource import check_options, table_path
+from deltatx.spark.datasource.reader import FileTask, _FileReader
+from deltatx.spark.datasource.save import SAVE_MODE_OPTION
+from deltatx.spark.schema import check_write_schema, to_spark_schema
+from deltatx.spark.stats import file_stats_json
+from deltatx.spark.write import TableLocation, encode_uri_path, resolve_partition_columns
+
+WRITE_OPTIONS = frozenset(
+    {
+        "path",
+        "replaceWhere",
+        "mergeSchema",
+        "overwriteSchema",
+        "txnAppId",
+        "txnVersion",
+        "userMetadata",
+        "partitionBy",
+        SAVE_MODE_OPTION,
+    }
+)
+"""The writer's options (matched case-insensitively)."""
+
+# Characters Spark escapes in partition directory names (plus controls), as %XX.
+_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
+
+
+@dataclass(frozen=True, slots=True)
+class WritePlan:
+    """What every task needs to write: the target schema, partitioning and checks.
+
+    Attributes:
+        table_path: The table root.
+        read_version: The version the write started from (-1: no table yet).
+        schema_json: The table schema the files are written in (after evolution).
+        partition_columns: The table's partition columns after the write.
+        replace_where: The ``replaceWhere`` condition, if any.
+        predicate: ``replace_where`` as a predicate, which every written row must satisfy.
+    """
+
+    table_path: str
+    read_version: int
+    schema_json: str
+    partition_columns: tuple[str, ...]
+    replace_where: str | None
+    predicate: Expression | None
+
+
+class FilesWritten(WriterCommitMessage):
+    """A task's ``add`` actions."""
+
+    def __init__(self, files: list[AddFile]) -> None:
+        """Holds the files one task wrote."""
+        self.files = files
+
+
+def _flag(options: Mapping[str, str], name: str) -> bool:
+    text = options.get(name)
+    if text is None:
+        return False
+    lowered = str(text).strip().lower()
+    if lowered not in ("true", "false"):
+        raise InvalidArgumentError(f"option '{name}' must be true or false, got {text!r}")
+    return lowered == "true"
+
+
+class DeltaWriter(DataSourceArrowWriter):
+    """Writes a DataFrame into a Delta table as one commit (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        plan: WritePlan,
+        overwrite: bool,
+        merge_schema: bool,
+        overwrite_schema: bool,
+        app_id: str | None,
+        app_version: int | None,
+        user_metadata: str | None,
+        error_if_exists: bool,
+        data_schema_json: str,
+        new_partition_columns: tuple[str, ...] | None,
+    ) -> None:
+        """Use :meth:`create`."""
+        self.plan = plan
+        self.overwrite = overwrite
+        self.merge_schema = merge_schema
+        self.overwrite_schema = overwrite_schema
+        self.app_id = app_id
+        self.app_version = app_version
+        self.user_metadata = user_metadata
+        self.error_if_exists = error_if_exists
+        self.data_schema_json = data_schema_json
+        self.new_partition_columns = new_partition_columns
+
+    @classmethod
+    def create(
+        cls, options: Mapping[str, str], *, schema: SparkStructType, overwrite: bool
+    ) -> DeltaWriter:
+        """Checks the options and the data's schema against the table before any row is written.
+
+        Raises:
+            UnsupportedOptionError: An option deltatx does not implement.
+            InvalidArgumentError: Contradictory or malformed options.
+            SchemaMismatchError: The data does not fit the table.
+        """
+        opts = {k.lower(): v for k, v in options.items()}
+        check_options(options, WRITE_OPTIONS, what="write")
+        path = table_path(options)
+        merge_schema = _flag(opts, "mergeschema")
+        overwrite_schema = _flag(opts, "overwriteschema")
+        replace_where = opts.get("replacewhere")
+        app_id = opts.get("txnappid")
+        app_version_text = opts.get("txnversion")
+        if (app_id is None) != (app_version_text is None):
+            raise InvalidArgumentError("options txnAppId and txnVersion go together")
+        app_version: int | None = None
+        if app_version_text is not None:
+            try:
+                app_version = int(app_version_text)
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"option txnVersion must be an integer, got {app_version_text!r}"
+                ) from None
+            if app_version < 0:
+                raise InvalidArgumentError(f"option txnVersion must be >= 0, got {app_version}")
+        if replace_where is not None and not overwrite:
+            raise InvalidArgumentError("option replaceWhere needs mode('overwrite')")
+        if overwrite_schema and (not overwrite or replace_where is not None):
+            raise InvalidArgumentError(
+                "option overwriteSchema needs mode('overwrite') and no replaceWhere"
+            )
+        requested_parts = opts.get("partitionby")
+        partition_by = (
+            None
+            if requested_parts is None
+            else tuple(c.strip() for c in requested_parts.split(",") if c.strip())
+        )
+
+        data_schema = to_delta_schema(schema)
+        log = DeltaLog.for_table(path)
+        snapshot = log.snapshot() if log.table_exists() else None
+        if snapshot is not None and opts.get(SAVE_MODE_OPTION.lower()) == "error":
+            raise TableAlreadyExistsError(f"a Delta table already exists at {path}")
+        replaces_table = snapshot is None or overwrite_schema
+        if replaces_table:
+            target = data_schema
+            parts = tuple(resolve_partition_columns(target, partition_by or ()))
+        else:
+            assert snapshot is not None
+            parts = snapshot.partition_columns
+            if partition_by is not None and [c.lower() for c in partition_by] != [
+                c.lower() for c in parts
+            ]:
+                raise InvalidArgumentError(
+                    f"option partitionBy {list(partition_by)} differs from the table's partition "
+                    f"columns {list(parts)}; use overwriteSchema to change the partitioning"
+                )
+            evolved = check_write_schema(snapshot.schema, data_schema, merge_schema=merge_schema)
+            target = evolved or snapshot.schema
+        predicate = (
+            None if replace_where is None else condition_to_predicate(replace_where, schema=target)
+        )
+        plan = WritePlan(
+            table_path=log.table_path,
+            read_version=-1 if snapshot is None else snapshot.version,
+            schema_json=target.to_json(),
+            partition_columns=parts,
+            replace_where=replace_where,
+            predicate=predicate,
+        )
+        return cls(
+            plan=plan,
+            overwrite=overwrite,
+            merge_schema=merge_schema,
+            overwrite_schema=overwrite_schema,
+            app_id=app_id,
+            app_version=app_version,
+            user_metadata=opts.get("usermetadata"),
+            error_if_exists=opts.get(SAVE_MODE_OPTION.lower()) == "error",
+            data_schema_json=data_schema.to_json(),
+            new_partition_columns=parts if replaces_table else None,
+        )
+
+    # -- in the tasks -----------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FilesWritten:
+        """Writes this task's rows; returns the files' ``add`` actions."""
+        files = _TaskFiles(self.plan)
+        try:
+            for batch in iterator:
+                if batch.num_rows:
+                    files.add(batch)
+            return FilesWritten(files.close())
+        except BaseException:
+            files.discard()
+            raise
+
+    # -- on the driver ----------------------------------------------------------------------
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Deletes the files the tasks wrote; nothing was committed."""
+        _delete_files(self.plan.table_path, _added(messages))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Stages the written files and commits them as one version.
+
+        Raises:
+            ConcurrentModificationException: A concurrent commit conflicts with this write.
+        """
+        added = _added(messages)
+        try:
+            committed = self._commit(added)
+        except BaseException:
+            _delete_files(self.plan.table_path, added)
+            raise
+        if not committed:
+            _delete_files(self.plan.table_path, added)
+
+    def _commit(self, added: list[AddFile]) -> bool:
+        plan = self.plan
+        log = DeltaLog.for_table(plan.table_path)
+        if self.error_if_exists and plan.read_version < 0 and log.table_exists():
+            raise TableAlreadyExistsError(f"a Delta table was created at {plan.table_path}")
+        snapshot = None if plan.read_version < 0 else log.snapshot(plan.read_version)
+        txn = OptimisticTransaction(log, snapshot)
+        if self.app_id is not None and self.app_version is not None:
+            done = txn.app_transaction_version(self.app_id)
+            if done is not None and done >= self.app_version:
+                return False
+        schema = parse_schema(plan.schema_json)
+        exists = txn.has_metadata
+        if self.new_partition_columns is not None and (not exists or self.overwrite_schema):
+            metadata, protocol = new_table_actions(
+                schema, partition_by=list(self.new_partition_columns), properties=None
+            )
+            if exists:
+                config = dict(txn.metadata.configuration)
+                metadata = replace(metadata, id=txn.metadata.id, configuration=config)
+                protocol = protocol_for_configuration(config, txn.protocol)
+            txn.update_protocol(protocol)
+            txn.update_metadata(metadata)
+        elif schema != txn.schema:
+            txn.update_metadata(replace(txn.metadata, schema_string=schema.to_json()))
+
+        removed = 0
+        rewritten: list[AddFile] = []
+        if exists and self.overwrite:
+            if plan.predicate is None:
+                old = txn.scan(None)
+            else:
+                old = txn.scan(plan.predicate)
+                if not covers_whole_files(plan.predicate, txn.partition_columns):
+                    rewritten = _rows_outside(plan, txn, old, plan.predicate)
+            txn.remove_files(old)
+            removed = len(old)
+        txn.add_files([*rewritten, *added])
+        if self.app_id is not None and self.app_version is not None:
+            txn.set_app_transaction(self.app_id, self.app_version)
+        rows, size = file_metrics(added)
+        params: dict[str, Any] = {
+            "mode": "Overwrite" if self.overwrite and exists else "Append",
+            "partitionBy": list(txn.partition_columns),
+        }
+        if plan.predicate is not None:
+            params["predicate"] = [to_sql(plan.predicate)]
+        txn.record_operation(
+            Operation(OperationName.WRITE, params),
+            {
+                "numFiles": len(added),
+                "numOutputRows": rows,
+                "numOutputBytes": size,
+                "numRemovedFiles": removed,
+            },
+        )
+        txn.commit(user_metadata=self.user_metadata)
+        return True
+
+
+def _added(messages: Sequence[WriterCommitMessage | None]) -> list[AddFile]:
+    return [f for m in messages if isinstance(m, FilesWritten) for f in m.files]
+
+
+def _delete_files(path: str, files: Sequence[AddFile]) -> None:
+    location = TableLocation.parse(path)
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            location.fs.delete_file(location.fs_path(_on_disk(f.path)))
+
+
+def _on_disk(add_path: str) -> str:
+    from deltatx.spark.write import decode_uri_path
+
+    return decode_uri_path(add_path)
+
+
+# --- writing files in a task --------------------------------------------------------------------
+
+
+def _escape(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text)
+
+
+def partition_value_text(value: Any) -> str | None:
+    """A partition value as the log spells it (timestamps in UTC, with microseconds)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+class _TaskFiles:
+    """The open Parquet files of one task, one per partition value."""
+
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+        self.location = TableLocation.parse(plan.table_path)
+        schema = parse_schema(plan.schema_json)
+        self.schema = schema
+        parts = {c.lower() for c in plan.partition_columns}
+        self.data_schema = StructType(
+            tuple(f for f in schema.fields if f.name.lower() not in parts)
+        )
+        self.arrow_schema = to_arrow_schema(to_spark_schema(schema), timezone="UTC")
+        self.data_arrow = to_arrow_schema(to_spark_schema(self.data_schema), timezone="UTC")
+        self.open: dict[tuple[str | None, ...], tuple[str, pq.ParquetWriter]] = {}
+        self.done: list[str] = []
+        self.location.fs.create_dir(self.location.root, recursive=True)
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.Table:
+        by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+        arrays = []
+        for target in self.arrow_schema:
+            at = by_name.get(target.name.lower())
+            if at is None:
+                arrays.append(pa.nulls(batch.num_rows, target.type))
+                continue
+            column = batch.column(at)
+            arrays.append(column if column.type == target.type else column.cast(target.type))
+            if not target.nullable and column.null_count:
+                raise SchemaMismatchError(
+                    f"NULL value in NOT NULL column '{target.name}'; nothing was written.",
+                    column=target.name,
+                )
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema)
+
+    def _check_replace_where(self, table: pa.Table) -> None:
+        predicate = self.plan.predicate
+        if predicate is None:
+            return
+        for row in table.to_pylist():
+            if row_truth(predicate, row, self.schema) is not True:
+                raise InvalidArgumentError(
+                    f"the data to write has rows that do not satisfy replaceWhere "
+                    f"'{self.plan.replace_where}'; nothing was written"
+                )
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        table = self._conform(batch)
+        self._check_replace_where(table)
+        parts = list(self.plan.partition_columns)
+        if not parts:
+            self._write((), table)
+            return
+        keys = list(zip(*(table.column(c).to_pylist() for c in parts), strict=True))
+        texts = [tuple(partition_value_text(v) for v in key) for key in keys]
+        unique, inverse = np.unique(
+            np.array(["\x00".join("\x01" if t is None else t for t in k) for k in texts]),
+            return_inverse=True,
+        )
+        for group in range(len(unique)):
+            rows = np.nonzero(inverse == group)[0]
+            self._write(texts[int(rows[0])], table.take(pa.array(rows)))
+
+    def _write(self, values: tuple[str | None, ...], table: pa.Table) -> None:
+        entry = self.open.get(values)
+        if entry is None:
+            dirs = [
+                f"{_escape(c)}={'__HIVE_DEFAULT_PARTITION__' if v is None else _escape(v)}"
+                for c, v in zip(self.plan.partition_columns, values, strict=True)
+            ]
+            name = f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
+            relative = "/".join([*dirs, name])
+            if dirs:
+                self.location.fs.create_dir(self.location.fs_path("/".join(dirs)), recursive=True)
+            sink = self.location.fs.open_output_stream(self.location.fs_path(relative))
+            writer = pq.ParquetWriter(sink, self.data_arrow, compression="snappy")
+            entry = self.open[values] = (relative, writer)
+        data = table.select([f.name for f in self.data_arrow])
+        entry[1].write_table(data.cast(self.data_arrow))
+
+    def close(self) -> list[AddFile]:
+        out: list[AddFile] = []
+        for values, (relative, writer) in self.open.items():
+            writer.close()
+            self.done.append(relative)
+            path = self.location.fs_path(relative)
+            metadata = pq.read_metadata(path, filesystem=self.location.fs)
+            info = self.location.fs.get_file_info(path)
+            out.append(
+                AddFile(
+                    path=encode_uri_path(relative),
+                    partition_values=dict(zip(self.plan.partition_columns, values, strict=True)),
+                    size=info.size,
+                    modification_time=info.mtime_ns // 1_000_000,
+                    data_change=True,
+                    stats=file_stats_json(metadata, self.data_schema),
+                )
+            )
+        self.open.clear()
+        return out
+
+    def discard(self) -> None:
+        for relative, writer in self.open.values():
+            try:
+                writer.close()
+            finally:
+                self.done.append(relative)
+        for relative in self.done:
+            with contextlib.suppress(FileNotFoundError):
+                self.location.fs.delete_file(self.location.fs_path(relative))
+
+
+# --- replaceWhere on data columns: keep the rows it does not cover ------------------------------
+
+
+def _rows_outside(
+    plan: WritePlan, txn: OptimisticTransaction, files: Sequence[AddFile], predicate: Expression
+) -> list[AddFile]:
+    """New files holding the live rows of ``files`` that ``predicate`` does not cover."""
+    from deltatx.spark.datasource.reader import DeltaReader
+
+    spark_schema = to_spark_schema(txn.schema)
+    source = DeltaReader(
+        table_path=plan.table_path,
+        version=max(plan.read_version, 0),
+        schema=spark_schema,
+        table_schema_json=txn.schema.to_json(),
+        partition_columns=txn.partition_columns,
+        column_mapping=False,
+    )
+    reader = _FileReader(source)
+    keep_plan = replace(plan, predicate=None, schema_json=txn.schema.to_json())
+    out = _TaskFiles(keep_plan)
+    try:
+        for f in files:
+            task = FileTask(
+                f.path, tuple(sorted(f.partition_values.items())), f.size, f.deletion_vector
+            )
+            for batch in reader.read(task):
+                rows = batch.to_pylist()
+                keep = [row_truth(predicate, r, txn.schema) is not True for r in rows]
+                kept = batch.filter(pa.array(keep))
+                if kept.num_rows:
+                    out.add(kept)
+        return [replace(a, data_change=True) for a in out.close()]
+    except BaseException:
+        out.discard()
+        raise
+
+
+__all__ = ["WRITE_OPTIONS", "DeltaWriter", "FilesWritten", "WritePlan"]

@@ -1,0 +1,106 @@
+"""Deletion vectors applied where the rows are: each task reads its own file's vector.
+
+The driver ships one small descriptor per file (where the vector is stored, how large it
+is), never the deleted row ids, so what a task carries grows with the number of files it
+reads and not with the number of deleted rows. A Python worker loads a vector the first time
+it meets the file and keeps it for the next batches and tasks it runs.
+
+Two users: the ``format("delta")`` reader masks the Arrow batches it reads, and
+:func:`live_rows_filter` gives ``DeltaTable.to_df`` a filter that keeps Spark's native Parquet
+scan and sends only two longs per row (file index, row index) to Python.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor
+from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.delta_log import DeltaLog
+from deltatx.spark.scan import RowFilter
+
+# Vectors kept per worker process; a vector is a sorted int64 array (8 bytes per deleted row).
+_CACHE_ENTRIES = 256
+_cache: OrderedDict[tuple[str, DeletionVectorDescriptor], np.ndarray] = OrderedDict()
+_readers: dict[str, DvReader] = {}
+_lock = threading.Lock()
+
+
+def deleted_row_indexes(
+    table_path: str, dv: DeletionVectorDescriptor, *, data_file: str = ""
+) -> np.ndarray:
+    """The sorted deleted row indexes of ``dv``, read once per worker process.
+
+    Raises:
+        InvalidTableError: The vector is missing or corrupt (the message names the file).
+    """
+    key = (table_path, dv)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+        reader = _readers.get(table_path)
+        if reader is None:
+            reader = _readers[table_path] = DvReader(DeltaLog.for_table(table_path))
+    rows = np.asarray(reader.rows(dv, data_file=data_file), dtype=np.int64)
+    with _lock:
+        _cache[key] = rows
+        while len(_cache) > _CACHE_ENTRIES:
+            _cache.popitem(last=False)
+    return rows
+
+
+def live_mask(deleted: np.ndarray, row_indexes: np.ndarray) -> np.ndarray:
+    """True where a row index is not in ``deleted`` (sorted)."""
+    if not len(deleted):
+        return np.ones(len(row_indexes), dtype=bool)
+    at = np.searchsorted(deleted, row_indexes)
+    at[at == len(deleted)] = 0
+    live: np.ndarray = deleted[at] != row_indexes
+    return live
+
+
+def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | None:
+    """The scan filter that drops rows deleted by the files' deletion vectors.
+
+    Rows keep coming from Spark's Parquet scan; a vectorised Python UDF sees only each row's
+    file index and row index and answers whether the row is live, loading each file's vector
+    in the worker from the descriptor. The UDF's closure holds one descriptor per file.
+
+    Returns:
+        None when no file has a deletion vector (the scan then needs no row index).
+    """
+    descriptors = [f.deletion_vector for f in files]
+    if all(dv is None for dv in descriptors):
+        return None
+    table_path = log.table_path
+    paths = [f.path if f.deletion_vector is not None else "" for f in files]
+
+    def is_live(file_index: pa.Array, row_index: pa.Array) -> pa.Array:
+        files_np = np.asarray(file_index.to_numpy(zero_copy_only=False), dtype=np.int64)
+        rows_np = np.asarray(row_index.to_numpy(zero_copy_only=False), dtype=np.int64)
+        keep = np.ones(len(rows_np), dtype=bool)
+        # Spark's scan hands a batch rows of one file, or of a few consecutive ones.
+        for index in np.unique(files_np):
+            dv = descriptors[int(index)]
+            if dv is None:
+                continue
+            deleted = deleted_row_indexes(table_path, dv, data_file=paths[int(index)])
+            where = files_np == index
+            keep[where] = live_mask(deleted, rows_np[where])
+        return pa.array(keep, pa.bool_())
+
+    udf = F.arrow_udf(is_live, "boolean")  # type: ignore[attr-defined]
+
+    def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
+        return rows.filter(udf(file_index, row_index))
+
+    return keep_live

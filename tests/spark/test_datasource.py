@@ -1,0 +1,349 @@
+"""format("delta") / format("deltatx"): reads, file skipping, deletion vectors, writes."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import datasource as ds
+
+import deltatx
+from deltatx import DeltaTable
+from deltatx.errors import (
+    ConcurrentModificationException,
+    TableAlreadyExistsError,
+    UnsupportedFeatureError,
+)
+from deltatx.log.delta_log import DeltaLog
+from deltatx.spark.datasource import DeltatxDataSource, jvm_delta_loaded
+from deltatx.spark.datasource.reader import DeltaReader, FilesPartition
+from deltatx.spark.datasource.writer import DeltaWriter
+
+
+def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def _reader(path: Path, **options: str) -> DeltaReader:
+    source = DeltatxDataSource({"path": str(path), **options})
+    reader = source.reader(source.schema())
+    assert isinstance(reader, DeltaReader)
+    return reader
+
+
+def _files_read(path: Path, filters: list[ds.Filter]) -> int:
+    reader = _reader(path)
+    reader.pushFilters(filters)
+    return sum(len(p.files) for p in reader.partitions() if isinstance(p, FilesPartition))
+
+
+# -- registration --------------------------------------------------------------------------------
+
+
+def test_spark_session_registers_both_names(spark: SparkSession, table_dir: Path) -> None:
+    assert not jvm_delta_loaded(spark)
+    assert deltatx.configure(spark) is spark
+    deltatx.write(spark.range(3), str(table_dir))
+    for name in ("delta", "deltatx"):
+        assert _rows(spark.read.format(name).load(str(table_dir))) == [(0,), (1,), (2,)]
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+
+def test_read_by_path_version_and_timestamp(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    deltatx.write(spark.range(2), path)
+    time.sleep(0.05)
+    millis = DeltaLog.for_table(path).snapshot(0).timestamp + 1
+    between = datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    time.sleep(0.05)
+    deltatx.write(spark.range(10, 13), path)
+    assert len(_rows(spark.read.format("delta").load(path))) == 5
+    v0 = spark.read.format("delta").option("versionAsOf", 0).load(path)
+    assert _rows(v0) == [(0,), (1,)]
+    at = spark.read.format("delta").option("timestampAsOf", between).load(path)
+    assert _rows(at) == [(0,), (1,)]
+
+
+def test_partition_values_and_types_come_from_the_log(spark: SparkSession, table_dir: Path) -> None:
+    df = spark.createDataFrame(
+        [(1, "a", "2024-01-02", 1.5), (2, None, "2024-01-03", None)],
+        "id long, k string, d string, x double",
+    ).selectExpr("id", "k", "cast(d as date) d", "x")
+    deltatx.write(df, str(table_dir), partition_by=["k", "d"])
+    back = spark.read.format("delta").load(str(table_dir))
+    assert back.schema == df.schema
+    assert _rows(back) == _rows(df)
+
+
+def test_pushed_filters_skip_files_past_64_partitions(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    df = spark.range(0, 800, numPartitions=1).selectExpr("id", "cast(id % 80 as int) p")
+    deltatx.write(df, path, partition_by=["p"])
+    assert _files_read(table_dir, []) == 80
+    assert _files_read(table_dir, [ds.EqualTo(("p",), 7)]) == 1
+    assert _files_read(table_dir, [ds.In(("p",), (1, 2, 3))]) == 3
+    assert _files_read(table_dir, [ds.LessThan(("p",), 10), ds.GreaterThan(("p",), 5)]) == 4
+    assert _files_read(table_dir, [ds.IsNull(("p",))]) == 0
+    assert _files_read(table_dir, [ds.Not(ds.EqualTo(("p",), 7))]) == 79
+    # Statistics: the file of partition p holds ids p, p + 80, ..., p + 720.
+    assert _files_read(table_dir, [ds.GreaterThan(("id",), 900)]) == 0
+    assert _files_read(table_dir, [ds.GreaterThanOrEqual(("id",), 795)]) == 5
+
+
+def test_skipped_files_are_never_opened(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    df = spark.range(0, 700, numPartitions=1).selectExpr("id", "cast(id % 70 as int) p")
+    deltatx.write(df, path, partition_by=["p"])
+    # Corrupt every data file but p = 3's: a scan that opened one would fail.
+    for f in DeltaLog.for_table(path).snapshot().add_files():
+        if f.partition_values["p"] != "3":
+            (table_dir / f.path).write_bytes(b"not parquet")
+    got = spark.read.format("delta").load(path).filter("p = 3")
+    assert _rows(got) == [(i, 3) for i in range(3, 700, 70)]
+    with pytest.raises(Exception):  # noqa: B017 (any Spark failure: the file is garbage)
+        spark.read.format("delta").load(path).filter("p = 4").collect()
+
+
+def test_deletion_vector_rows_are_dropped(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    deltatx.write(spark.range(0, 1000, numPartitions=2), path)
+    DeltaTable.for_path(spark, path).delete("id % 3 = 0")
+    expected = [(i,) for i in range(1000) if i % 3]
+    assert _rows(spark.read.format("delta").load(path)) == expected
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == expected
+    assert _rows(spark.read.format("delta").option("versionAsOf", 0).load(path)) == [
+        (i,) for i in range(1000)
+    ]
+
+
+def _partition_bytes(path: Path) -> int:
+    return sum(len(pickle.dumps(p)) for p in _reader(path).partitions())
+
+
+def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> None:
+    from pyspark import cloudpickle
+
+    from deltatx.spark.dv_filter import live_rows_filter
+
+    sizes = {}
+    closures = {}
+    for deleted in (10, 50_000):
+        path = tmp_path / f"t{deleted}"
+        deltatx.write(spark.range(0, 100_000, numPartitions=1), str(path))
+        DeltaTable.for_path(spark, str(path)).delete(f"id < {deleted}")
+        reader = _reader(path)
+        files = [f for p in reader.partitions() for f in p.files]  # type: ignore[attr-defined]
+        assert [f.deletion_vector.cardinality for f in files] == [deleted]
+        sizes[deleted] = _partition_bytes(path)
+        snapshot = DeltaLog.for_table(str(path)).snapshot()
+        row_filter = live_rows_filter(snapshot.log, snapshot.add_files())
+        closures[deleted] = len(cloudpickle.dumps(row_filter))
+        # A deleted row reads as gone through both paths.
+        assert spark.read.format("delta").load(str(path)).count() == 100_000 - deleted
+    # 50,000 deleted ids would take at least 50 kB; only the descriptor's numbers differ.
+    assert abs(sizes[50_000] - sizes[10]) < 32
+    assert abs(closures[50_000] - closures[10]) < 32
+
+
+# -- writes --------------------------------------------------------------------------------------
+
+
+def test_write_modes(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    spark.range(3).write.format("delta").save(path)  # default mode: error, table absent
+    with pytest.raises(TableAlreadyExistsError):
+        spark.range(3).write.format("delta").save(path)
+    spark.range(100, 101).write.format("delta").mode("ignore").save(path)
+    spark.range(3, 5).write.format("delta").mode("append").save(path)
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == [(i,) for i in range(5)]
+    spark.range(7, 8).write.format("delta").mode("overwrite").save(path)
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == [(7,)]
+    spark.range(9, 10).write.mode("errorifexists").format("deltatx").save(str(table_dir) + "2")
+    assert _rows(spark.read.format("deltatx").load(str(table_dir) + "2")) == [(9,)]
+
+
+def test_partition_by(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    df = spark.range(6).selectExpr("id", "cast(id % 2 as string) k")
+    df.write.format("delta").partitionBy("k").save(path)
+    snapshot = DeltaLog.for_table(path).snapshot()
+    assert snapshot.partition_columns == ("k",)
+    assert {f.partition_values["k"] for f in snapshot.add_files()} == {"0", "1"}
+    assert all(f.path.startswith("k=") for f in snapshot.add_files())
+    assert _rows(spark.read.format("delta").load(path).filter("k = '1'")) == [
+        (1, "1"),
+        (3, "1"),
+        (5, "1"),
+    ]
+    with pytest.raises(Exception, match="partition"):
+        df.write.format("delta").mode("append").partitionBy("id").save(path)
+
+
+def test_replace_where(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    df = spark.range(6).selectExpr("id", "cast(id % 2 as string) k")
+    df.write.format("delta").partitionBy("k").save(path)
+    new = spark.createDataFrame([(10, "1")], "id long, k string")
+    new.write.format("delta").mode("overwrite").option("replaceWhere", "k = '1'").save(path)
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == [
+        (0, "0"),
+        (2, "0"),
+        (4, "0"),
+        (10, "1"),
+    ]
+    # On a data column: the rows it does not cover are kept.
+    low = spark.createDataFrame([(1, "0")], "id long, k string")
+    low.write.format("delta").mode("overwrite").option("replaceWhere", "id < 3").save(path)
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == [(1, "0"), (4, "0"), (10, "1")]
+    with pytest.raises(Exception, match="replaceWhere"):
+        new.write.format("delta").mode("overwrite").option("replaceWhere", "k = '0'").save(path)
+    assert DeltaLog.for_table(path).latest_version() == 2
+
+
+def test_merge_and_overwrite_schema(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    spark.range(2).write.format("delta").save(path)
+    wider = spark.range(2, 3).selectExpr("id", "'x' s")
+    with pytest.raises(Exception, match="SchemaMismatchError"):
+        wider.write.format("delta").mode("append").save(path)
+    wider.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == [(0, None), (1, None), (2, "x")]
+    other = spark.createDataFrame([("a", 1)], "name string, n int")
+    other.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option(
+        "partitionBy", "n"
+    ).save(path)
+    snapshot = DeltaLog.for_table(path).snapshot()
+    assert snapshot.schema.field_names() == ["name", "n"]
+    assert snapshot.partition_columns == ("n",)
+    assert _rows(DeltaTable.for_path(spark, path).to_df()) == [("a", 1)]
+
+
+def test_null_in_a_not_null_column_writes_nothing(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    DeltaTable.create(spark, path, schema="id BIGINT NOT NULL, s STRING")
+    bad = spark.createDataFrame([(None, "a")], "id long, s string")
+    with pytest.raises(Exception, match=r"NOT NULL column 'id'"):
+        bad.write.format("delta").mode("append").save(path)
+    assert DeltaLog.for_table(path).latest_version() == 0
+    assert [p.name for p in table_dir.iterdir() if p.suffix == ".parquet"] == []
+
+
+def test_idempotent_writes_and_user_metadata(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    for _ in range(2):
+        (
+            spark.range(3)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", "job")
+            .option("txnVersion", "4")
+            .option("userMetadata", "nightly")
+            .save(path)
+        )
+    log = DeltaLog.for_table(path)
+    assert log.latest_version() == 0
+    assert log.snapshot().app_transaction_version("job") == 4
+    (entry,) = log.history()
+    assert entry.commit_info is not None
+    assert entry.commit_info.user_metadata == "nightly"
+    assert entry.commit_info.is_blind_append
+
+
+def test_unknown_options_are_refused(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*compression"):
+        spark.range(1).write.format("delta").option("compression", "zstd").save(path)
+    assert not DeltaLog.for_table(path).table_exists()
+    spark.range(1).write.format("delta").save(path)
+    with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*readChangeFeed"):
+        spark.read.format("delta").option("readChangeFeed", "true").load(path).collect()
+
+
+def test_save_as_table_is_refused(spark: SparkSession) -> None:
+    with pytest.raises(UnsupportedFeatureError, match=r"deltatx\.sql"):
+        spark.range(1).write.format("delta").saveAsTable("t_datasource")
+
+
+# -- transactions --------------------------------------------------------------------------------
+
+
+def _staged_writer(
+    spark: SparkSession, path: str, rows: range, *, overwrite: bool
+) -> tuple[DeltaWriter, Any]:
+    df = spark.createDataFrame([(i,) for i in rows], "id long")
+    source = DeltatxDataSource({"path": path})
+    writer = source.writer(df.schema, overwrite)
+    assert isinstance(writer, DeltaWriter)
+    batch = pa.record_batch([pa.array(list(rows), pa.int64())], names=["id"])
+    return writer, writer.write(iter([batch]))
+
+
+def test_blind_append_does_not_conflict_with_a_concurrent_delete(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    path = str(table_dir)
+    deltatx.write(spark.range(10), path)
+    writer, message = _staged_writer(spark, path, range(100, 103), overwrite=False)
+    DeltaTable.for_path(spark, path).delete("id < 5")  # commits while the write runs
+    writer.commit([message])
+    log = DeltaLog.for_table(path)
+    assert log.latest_version() == 2
+    last = log.history(1)[0].commit_info
+    assert last is not None and last.is_blind_append and last.read_version == 0
+    assert _rows(spark.read.format("delta").load(path)) == [
+        (i,) for i in [*range(5, 10), 100, 101, 102]
+    ]
+
+
+def test_overwrite_conflicts_with_a_concurrent_delete(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    deltatx.write(spark.range(10, numPartitions=1), path)
+    writer, message = _staged_writer(spark, path, range(100, 103), overwrite=True)
+    DeltaTable.for_path(spark, path).delete("id < 5")
+    with pytest.raises(ConcurrentModificationException):
+        writer.commit([message])
+    assert DeltaLog.for_table(path).latest_version() == 1
+    # The failed write's files were deleted; the table still reads as the delete left it.
+    assert _rows(spark.read.format("delta").load(path)) == [(i,) for i in range(5, 10)]
+
+
+# -- dt.to_df() on many partitions ---------------------------------------------------------------
+
+
+def test_to_df_prunes_past_64_partitions(spark: SparkSession, table_dir: Path) -> None:
+    path = str(table_dir)
+    df = spark.range(0, 700, numPartitions=1).selectExpr("id", "cast(id % 70 as int) p", "'x' s")
+    deltatx.write(df, path, partition_by=["p"])
+    for f in DeltaLog.for_table(path).snapshot().add_files():
+        if f.partition_values["p"] != "3":
+            (table_dir / f.path).write_bytes(b"not parquet")
+    got = DeltaTable.for_path(spark, path).to_df().filter("p = 3")
+    assert got.columns == ["id", "p", "s"]
+    assert _rows(got) == [(i, 3, "x") for i in range(3, 700, 70)]
+
+
+def test_partition_discovery_only_where_paths_match_the_log(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    import dataclasses
+
+    from deltatx.spark.partitioned_scan import partition_discovery_frame
+
+    path = str(table_dir)
+    df = spark.range(0, 10, numPartitions=1).selectExpr("id", "cast(id % 2 as string) k")
+    deltatx.write(df, path, partition_by=["k"])
+    snapshot = DeltaLog.for_table(path).snapshot()
+    files = snapshot.add_files()
+    args = {"table_path": path, "schema": snapshot.schema, "partition_columns": ["k"]}
+    native = partition_discovery_frame(spark, files=files, **args)  # type: ignore[arg-type]
+    assert native is not None and _rows(native) == _rows(df)
+    relabeled = [dataclasses.replace(f, partition_values={"k": "7"}) for f in files]
+    assert partition_discovery_frame(spark, files=relabeled, **args) is None  # type: ignore[arg-type]
