@@ -90,8 +90,8 @@ __all__ = [
     "VersionNotFoundError",
     "VersionNotReadableError",
     "__version__",
-    "enable_progress",
     "configure",
+    "enable_progress",
     "spark_session",
     "write",
 ]
