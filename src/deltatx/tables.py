@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType as SparkStructType
 from deltatx.builders import MergeBuilder, OptimizeBuilder
 from deltatx.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
 from deltatx.kernel.actions import Metadata
-from deltatx.kernel.features import protocol_for_configuration, reader_features, writer_features
+from deltatx.kernel.features import protocol_for_configuration
 from deltatx.kernel.metrics import (
     DeleteMetrics,
     OptimizeMetrics,
@@ -379,7 +379,8 @@ class DeltaTable:
         """One row describing the table: location, partitioning, size, protocol, properties."""
         snap = self.snapshot()
         md: Metadata = snap.metadata
-        features = sorted(reader_features(snap.protocol) | writer_features(snap.protocol))
+        configuration = snap.table_configuration
+        features = sorted(configuration.reader_features | configuration.writer_features)
         row = (
             "delta",
             md.id,
@@ -396,7 +397,7 @@ class DeltaTable:
             snap.protocol.min_writer_version,
             features,
             snap.version,
-            snap.properties.isolation_level.value,
+            configuration.isolation_level.value,
         )
         return self._spark.createDataFrame([row], _DETAIL_SCHEMA)
 
