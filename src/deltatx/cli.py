@@ -205,9 +205,8 @@ def history(
 
 def _describe(snap: Snapshot) -> dict[str, Any]:
     from deltatx.kernel.deletion_vectors import num_records
-    from deltatx.kernel.features import reader_features, writer_features
 
-    p = snap.protocol
+    p, configuration = snap.protocol, snap.table_configuration
     rows: int | None = 0
     for f in snap.add_files():
         n = num_records(f.stats)
@@ -221,9 +220,9 @@ def _describe(snap: Snapshot) -> dict[str, Any]:
         "id": snap.metadata.id,
         "minReaderVersion": p.min_reader_version,
         "minWriterVersion": p.min_writer_version,
-        "readerFeatures": sorted(reader_features(p)),
-        "writerFeatures": sorted(writer_features(p)),
-        "isolationLevel": snap.properties.isolation_level.value,
+        "readerFeatures": sorted(configuration.reader_features),
+        "writerFeatures": sorted(configuration.writer_features),
+        "isolationLevel": configuration.isolation_level.value,
         "partitionColumns": list(snap.partition_columns),
         "numFiles": snap.num_files,
         "numRows": rows,

@@ -79,6 +79,14 @@ class UnsupportedOptionError(InvalidArgumentError):
         self.option = option
 
 
+class ConstraintViolationError(InvalidArgumentError):
+    """Rows to be written break a CHECK constraint or a column invariant; nothing was written."""
+
+    def __init__(self, message: str, *, constraint: str) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
 class InvalidPropertyError(InvalidArgumentError):
     """A table property has a value that is not allowed."""
 

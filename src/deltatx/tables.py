@@ -27,7 +27,7 @@ from deltatx.errors import (
     TableNotFoundError,
 )
 from deltatx.kernel.actions import Metadata
-from deltatx.kernel.features import protocol_for_configuration, reader_features, writer_features
+from deltatx.kernel.features import protocol_for_configuration
 from deltatx.kernel.metrics import (
     DeleteMetrics,
     OptimizeMetrics,
@@ -611,7 +611,8 @@ class DeltaTable:
         """One row describing the table: location, partitioning, size, protocol, properties."""
         snap = self.snapshot()
         md: Metadata = snap.metadata
-        features = sorted(reader_features(snap.protocol) | writer_features(snap.protocol))
+        configuration = snap.table_configuration
+        features = sorted(configuration.reader_features | configuration.writer_features)
         row = (
             "delta",
             md.id,
@@ -628,7 +629,7 @@ class DeltaTable:
             snap.protocol.min_writer_version,
             features,
             snap.version,
-            snap.properties.isolation_level.value,
+            configuration.isolation_level.value,
         )
         return self._spark.createDataFrame([row], _DETAIL_SCHEMA)
 

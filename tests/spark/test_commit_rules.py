@@ -18,7 +18,12 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import AppendOnlyViolationError, DeltaError, UnsupportedFeatureError
+from deltatx.errors import (
+    AppendOnlyViolationError,
+    ConstraintViolationError,
+    DeltaError,
+    UnsupportedFeatureError,
+)
 from deltatx.kernel.actions import ProtocolAction
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.log_paths import commit_name
@@ -102,9 +107,9 @@ ALL = set(COMMANDS)
 FORBIDDEN: dict[str, tuple[set[str], type[DeltaError]]] = {
     "append_only": (ALL - {"append", "optimize"}, AppendOnlyViolationError),
     "unknown_writer_feature": (ALL, UnsupportedFeatureError),
-    # Deleting rows (here with deletion vectors), compaction and a restore that only drops
-    # later files add no row that would have to satisfy the constraint.
-    "check_constraint": (ALL - {"delete", "optimize", "restore"}, UnsupportedFeatureError),
+    # deltatx checks constraints on the rows its commands write; only files staged through
+    # the log API carry unchecked rows.
+    "check_constraint": ({"log_api"}, UnsupportedFeatureError),
 }
 CASES = [(s, c) for s in SETUPS for c in sorted(COMMANDS)]
 
@@ -134,3 +139,32 @@ def test_every_command_obeys_the_commit_rules(
         COMMANDS[command](spark, str(root))
     assert DeltaLog.for_table(str(root)).latest_version() == version
     assert _files(root) == before, "a refused command left files behind"
+
+
+VIOLATING: dict[str, Command] = {
+    "append": lambda s, p: deltatx.write(_df(s, -2, 0), p, mode="append"),
+    "overwrite": lambda s, p: deltatx.write(_df(s, -2, 0), p, mode="overwrite"),
+    "update": lambda s, p: DeltaTable.for_path(s, p).update("id = 1", {"id": "-id"}),
+    "merge": lambda s, p: (
+        DeltaTable.for_path(s, p)
+        .alias("t")
+        .merge(_df(s, -3, -1).alias("s"), "t.id = s.id")
+        .when_not_matched_insert_all()
+        .execute()
+    ),
+}
+
+
+@pytest.mark.parametrize("command", sorted(VIOLATING))
+def test_rows_breaking_a_check_constraint_are_refused_before_writing(
+    spark: SparkSession, tmp_path: Path, command: str
+) -> None:
+    """PROTOCOL.md "CHECK Constraints": writers must refuse rows that break one."""
+    root = tmp_path / "t"
+    _check_constraint(spark, str(root))
+    version = DeltaLog.for_table(str(root)).latest_version()
+    before = _files(root)
+    with pytest.raises(ConstraintViolationError, match="positive"):
+        VIOLATING[command](spark, str(root))
+    assert DeltaLog.for_table(str(root)).latest_version() == version
+    assert _files(root) == before

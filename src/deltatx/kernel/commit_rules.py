@@ -9,7 +9,7 @@ command leaves no orphan files behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from urllib.parse import unquote
 
 from deltatx.errors import (
@@ -29,7 +29,6 @@ def check_allowed(
     configuration: TableConfiguration,
     operation: OperationName,
     *,
-    writes_data: bool,
     deletes_rows: bool,
     table: str = "the table",
 ) -> None:
@@ -38,18 +37,14 @@ def check_allowed(
     Args:
         configuration: The table's configuration (with the transaction's staged changes).
         operation: The command about to run.
-        writes_data: It will write data files (rows that constraints would have to hold on).
         deletes_rows: It will remove or delete existing rows.
         table: Names the table in messages.
 
     Raises:
-        UnsupportedFeatureError: The table needs a writer feature deltatx does not support, or
-            declares constraints deltatx cannot enforce while the command writes rows.
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
         AppendOnlyViolationError: The table is append-only and the command deletes rows.
     """
     configuration.check_writable()
-    if writes_data:
-        configuration.check_constraints_enforceable()
     if deletes_rows and configuration.append_only:
         raise _append_only(operation, table)
 
@@ -60,6 +55,7 @@ def check_commit(
     operation: Operation,
     *,
     table_root: str | None,
+    constraints_checked: Collection[str] = frozenset(),
 ) -> None:
     """Checks the protocol rules of one commit; the last gate before it is published.
 
@@ -69,10 +65,12 @@ def check_commit(
         actions: The actions to commit (commitInfo aside).
         operation: What the commit does (named in messages).
         table_root: The canonical table root; when given, every file path must lie below it.
+        constraints_checked: Paths of added files whose rows were checked against the
+            table's invariants and CHECK constraints when they were written.
 
     Raises:
-        UnsupportedFeatureError: An unsupported writer feature is in use, or rows are added to
-            a table whose constraints deltatx cannot enforce.
+        UnsupportedFeatureError: An unsupported writer feature is in use, or a file whose rows
+            were not checked is added to a table with constraints.
         AppendOnlyViolationError: Rows of an append-only table would be removed or deleted.
         InvalidArgumentError: A path leaves the table root, a deletion vector descriptor is
             invalid, or the commit uses deletion vectors that the protocol does not name.
@@ -91,8 +89,9 @@ def check_commit(
     _check_append_only(configuration, adds, removes, operation)
     # Re-adding a file under a new deletion vector adds no row; only new files must hold.
     replaced = {r.path for r in removes}
-    if any(a.data_change and a.path not in replaced for a in adds):
-        configuration.check_constraints_enforceable()
+    for a in adds:
+        if a.data_change and a.path not in replaced and a.path not in constraints_checked:
+            configuration.check_constraints_enforceable(a.path)
 
 
 def _check_features_used(configuration: TableConfiguration, adds: Sequence[AddFile]) -> None:

@@ -150,31 +150,38 @@ class TableConfiguration:
         """
         check_writable(self.protocol, self.metadata)
 
-    def check_constraints_enforceable(self) -> None:
-        """Refuses writing to a table whose invariants or CHECK constraints deltatx cannot check.
+    @property
+    def constraint_checks(self) -> tuple[tuple[str, str], ...]:
+        """Every (name, SQL boolean) a written row must satisfy: invariants, then CHECKs."""
+        return tuple(
+            [(f"invariant on '{i.column}'", i.expression) for i in self.invariants]
+            + [(f"CHECK constraint '{c.name}'", c.expression) for c in self.check_constraints]
+        )
 
-        deltatx does not evaluate constraint expressions, so writing data could break them
-        silently; the protocol requires writers to enforce them, hence a refusal.
+    def check_constraints_enforceable(self, path: str) -> None:
+        """Refuses adding a file whose rows were not checked against the table's constraints.
+
+        deltatx checks invariants and CHECK constraints on the rows its Spark commands write;
+        a file staged any other way (the log API) has unchecked rows, which could break a
+        constraint silently, and the protocol requires writers to enforce them.
+
+        Args:
+            path: The added file, named in the message.
 
         Raises:
             UnsupportedFeatureError: The table declares an invariant or a CHECK constraint.
         """
-        if self.invariants:
-            inv = self.invariants[0]
-            raise UnsupportedFeatureError(
-                f"the table declares a column invariant on '{inv.column}' ({inv.expression}); "
-                "deltatx does not enforce invariants, so it does not write to this table. "
-                "Nothing was written.",
-                feature="invariants",
-            )
-        if self.check_constraints:
-            con = self.check_constraints[0]
-            raise UnsupportedFeatureError(
-                f"the table declares the CHECK constraint '{con.name}' ({con.expression}); "
-                "deltatx does not enforce CHECK constraints, so it does not write to this "
-                "table. Nothing was written.",
-                feature="checkConstraints",
-            )
+        checks = self.constraint_checks
+        if not checks:
+            return
+        name, expression = checks[0]
+        feature = "invariants" if self.invariants else "checkConstraints"
+        raise UnsupportedFeatureError(
+            f"the table declares the {name} ({expression}), and add {path!r} holds rows that "
+            "were not checked against it; deltatx enforces constraints only on rows its "
+            "commands write. Nothing was committed.",
+            feature=feature,
+        )
 
 
 def _invariants(schema: StructType) -> Iterator[Invariant]:

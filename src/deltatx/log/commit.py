@@ -92,6 +92,7 @@ def validate_actions(
     read_snapshot: Snapshot | None,
     operation: Operation,
     table_path: str | None = None,
+    constraints_checked: frozenset[str] = frozenset(),
 ) -> TableConfiguration:
     """Checks the per-commit rules of the protocol before anything is written.
 
@@ -103,6 +104,7 @@ def validate_actions(
         read_snapshot: The snapshot the transaction read (None for a new table).
         operation: What the commit does.
         table_path: The table root; when given, file paths must stay under it.
+        constraints_checked: Added files whose rows were checked against the constraints.
 
     Returns:
         The configuration the commit leaves in force.
@@ -132,7 +134,13 @@ def validate_actions(
             configuration.metadata, None if read_snapshot is None else read_snapshot.metadata
         )
     root = table_path if table_path is not None else _root_of(read_snapshot)
-    check_commit(configuration, actions, operation, table_root=root)
+    check_commit(
+        configuration,
+        actions,
+        operation,
+        table_root=root,
+        constraints_checked=constraints_checked,
+    )
     partition_columns = set(configuration.partition_columns)
     seen_adds: set[tuple[str, str | None]] = set()
     seen_removes: set[tuple[str, str | None]] = set()
@@ -179,6 +187,7 @@ def commit(
     operation_metrics: Mapping[str, Any] | None = None,
     user_metadata: str | None = None,
     max_attempts: int | None = None,
+    constraints_checked: frozenset[str] = frozenset(),
 ) -> CommitResult:
     """Publishes ``actions`` as the next version of the table, checking for conflicts.
 
@@ -191,6 +200,8 @@ def commit(
         operation_metrics: Values for commitInfo.operationMetrics.
         user_metadata: Free text for commitInfo.userMetadata.
         max_attempts: Overrides the table's ``deltatx.maxCommitAttempts``.
+        constraints_checked: Added files whose rows were checked against the table's
+            invariants and CHECK constraints (the Spark commands check what they write).
 
     Returns:
         The version that was published and how.
@@ -200,7 +211,11 @@ def commit(
         CommitRetriesExceededError: The retry limit was reached.
     """
     configuration = validate_actions(
-        actions, read_snapshot=read_snapshot, operation=operation, table_path=log.table_path
+        actions,
+        read_snapshot=read_snapshot,
+        operation=operation,
+        table_path=log.table_path,
+        constraints_checked=constraints_checked,
     )
     md, props = configuration.metadata, configuration.properties
     read_version = -1 if read_snapshot is None else read_snapshot.version

@@ -82,6 +82,7 @@ class OptimisticTransaction:
         self._metrics: dict[str, int] = {}
         self._configuration: TableConfiguration | None = None
         self._annotations: dict[str, Any] = {}
+        self._constraints_checked: set[str] = set()
 
     # -- what the transaction sees -------------------------------------------------------
 
@@ -208,6 +209,11 @@ class OptimisticTransaction:
                 continue
             self._removes[key] = f.remove(timestamp=now, data_change=data_change)
 
+    def record_constraints_checked(self, files: Iterable[AddFile]) -> None:
+        """Notes files whose rows were checked against the table's constraints when written."""
+        self._check_active()
+        self._constraints_checked.update(f.path for f in files)
+
     def update_metadata(self, metadata: Metadata) -> None:
         """Stages a new metadata action (schema, properties, partitioning)."""
         self._check_active()
@@ -321,6 +327,7 @@ class OptimisticTransaction:
                 read_set=self.tracker.freeze(),
                 operation_metrics=self._metrics,
                 user_metadata=user_metadata,
+                constraints_checked=frozenset(self._constraints_checked),
             )
         except BaseException:
             self.state = TransactionState.ABORTED

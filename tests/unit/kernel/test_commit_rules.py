@@ -149,13 +149,22 @@ def test_allowed_commits_pass(configuration: TableConfiguration, actions: list[A
 
 def test_upfront_check_refuses_what_is_knowable_before_writing() -> None:
     with pytest.raises(AppendOnlyViolationError, match="UPDATE"):
-        check_allowed(APPEND_ONLY, OperationName.UPDATE, writes_data=True, deletes_rows=True)
+        check_allowed(APPEND_ONLY, OperationName.UPDATE, deletes_rows=True)
     with pytest.raises(UnsupportedFeatureError, match="futureWriter"):
-        check_allowed(UNKNOWN_WRITER, OperationName.OPTIMIZE, writes_data=False, deletes_rows=False)
-    with pytest.raises(UnsupportedFeatureError, match="CHECK constraint"):
-        check_allowed(CONSTRAINED, OperationName.WRITE, writes_data=True, deletes_rows=False)
-    check_allowed(APPEND_ONLY, OperationName.WRITE, writes_data=True, deletes_rows=False)
-    check_allowed(CONSTRAINED, OperationName.DELETE, writes_data=False, deletes_rows=True)
+        check_allowed(UNKNOWN_WRITER, OperationName.OPTIMIZE, deletes_rows=False)
+    check_allowed(APPEND_ONLY, OperationName.WRITE, deletes_rows=False)
+    check_allowed(CONSTRAINED, OperationName.DELETE, deletes_rows=True)
+
+
+def test_files_checked_against_the_constraints_may_be_added() -> None:
+    actions = [add("a.parquet"), add("b.parquet")]
+    check_commit(
+        CONSTRAINED, actions, WRITE, table_root=ROOT, constraints_checked={"a.parquet", "b.parquet"}
+    )
+    with pytest.raises(UnsupportedFeatureError, match=r"'b\.parquet'"):
+        check_commit(
+            CONSTRAINED, actions, WRITE, table_root=ROOT, constraints_checked={"a.parquet"}
+        )
 
 
 @pytest.mark.parametrize("path", ["../x", "%2e%2e%2fx", "sub/../../x", ".", ""])

@@ -96,10 +96,11 @@ def test_invariants_are_found_in_nested_field_metadata() -> None:
 def test_check_constraints_come_from_properties() -> None:
     c = config(conf={"delta.constraints.positive": "id > 0"})
     assert c.check_constraints == (CheckConstraint("positive", "id > 0"),)
-    with pytest.raises(UnsupportedFeatureError, match="positive") as info:
-        c.check_constraints_enforceable()
+    assert c.constraint_checks == (("CHECK constraint 'positive'", "id > 0"),)
+    with pytest.raises(UnsupportedFeatureError, match=r"positive.*'x\.parquet'") as info:
+        c.check_constraints_enforceable("x.parquet")
     assert info.value.feature == "checkConstraints"
-    config().check_constraints_enforceable()  # no constraint: nothing to refuse
+    config().check_constraints_enforceable("x.parquet")  # no constraint: nothing to refuse
 
 
 def test_unknown_writer_feature_makes_the_table_unwritable() -> None:

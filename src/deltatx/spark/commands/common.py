@@ -12,7 +12,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType as SparkDataType
 from pyspark.sql.types import StructType as SparkStructType
 
-from deltatx.errors import InvalidArgumentError, InvalidConditionError
+from deltatx.errors import (
+    ConstraintViolationError,
+    InvalidArgumentError,
+    InvalidConditionError,
+    UnsupportedFeatureError,
+)
 from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
 from deltatx.kernel.commit_rules import check_allowed as check_allowed_by_configuration
 from deltatx.kernel.deletion_vectors import num_records
@@ -30,6 +35,7 @@ from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import parse_condition
 from deltatx.spark.scan import files_to_dataframe
+from deltatx.spark.write import write_files
 
 M = TypeVar("M", bound=CommandMetrics)
 DV_PROPERTY = "delta.enableDeletionVectors"
@@ -120,11 +126,7 @@ def new_table_actions(
 
 
 def check_allowed(
-    txn: OptimisticTransaction,
-    operation: OperationName,
-    *,
-    writes_data: bool,
-    deletes_rows: bool,
+    txn: OptimisticTransaction, operation: OperationName, *, deletes_rows: bool
 ) -> None:
     """Refuses a command the table's configuration forbids, before any data file is written.
 
@@ -132,18 +134,54 @@ def check_allowed(
     command leaves no orphan files under the table root.
 
     Raises:
-        UnsupportedFeatureError: An unsupported writer feature, or unenforceable constraints.
+        UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
         AppendOnlyViolationError: The table is append-only and the command deletes rows.
     """
     if not txn.has_metadata:
         return
     check_allowed_by_configuration(
-        txn.configuration,
-        operation,
-        writes_data=writes_data,
-        deletes_rows=deletes_rows,
-        table=f"table {txn.log.table_path}",
+        txn.configuration, operation, deletes_rows=deletes_rows, table=f"table {txn.log.table_path}"
     )
+
+
+def write_data(txn: OptimisticTransaction, df: DataFrame) -> list[AddFile]:
+    """Writes rows as data files of the table, once they satisfy the table's constraints.
+
+    Every command that writes rows goes through here, so the table's invariants and CHECK
+    constraints hold on everything deltatx writes; the transaction remembers which files were
+    checked, and the commit refuses any other added file on a table with constraints.
+
+    Raises:
+        ConstraintViolationError: A row breaks a constraint; nothing was written.
+        UnsupportedFeatureError: Spark cannot evaluate a constraint's expression.
+    """
+    from pyspark.sql import functions as F
+
+    checks = txn.configuration.constraint_checks
+    for name, expression in checks:
+        try:
+            violating = df.filter(~F.coalesce(F.expr(expression), F.lit(False))).limit(1).collect()
+        except Exception as exc:
+            raise UnsupportedFeatureError(
+                f"the table's {name} ({expression}) cannot be evaluated on the rows to write "
+                f"({_first_line(exc)}); nothing was written.",
+                feature="invariants" if name.startswith("invariant") else "checkConstraints",
+            ) from None
+        if violating:
+            raise ConstraintViolationError(
+                f"the {name} ({expression}) is violated by the row {violating[0].asDict()}; "
+                "nothing was written.",
+                constraint=name,
+            )
+    files = write_files(
+        df,
+        table_path=txn.log.table_path,
+        partition_columns=txn.partition_columns,
+        schema=txn.schema,
+    )
+    if checks:
+        txn.record_constraints_checked(files)
+    return files
 
 
 def record(

@@ -38,7 +38,7 @@ def stage_delete(
     """
     started = time.monotonic()
     use_dvs = txn.configuration.deletion_vectors_enabled
-    check_allowed(txn, OperationName.DELETE, writes_data=not use_dvs, deletes_rows=True)
+    check_allowed(txn, OperationName.DELETE, deletes_rows=True)
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
         validate_condition(spark, txn, condition)

@@ -34,6 +34,7 @@ from deltatx.spark.commands.common import (
     record,
     to_delta_schema,
     to_spark_schema,
+    write_data,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
@@ -45,7 +46,6 @@ from deltatx.spark.commands.rewrite import (
 from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.expressions import merge_target_predicate
 from deltatx.spark.schema import quote_column
-from deltatx.spark.write import write_files
 
 _ACTION = "__deltatx_action"
 _IN_TARGET = "__deltatx_in_target"
@@ -106,7 +106,6 @@ def stage_merge(
     check_allowed(
         txn,
         OperationName.MERGE,
-        writes_data=True,
         deletes_rows=any(c.kind is not ClauseKind.NOT_MATCHED_INSERT for c in clauses),
     )
     _evolve_schema(txn, source, clauses, merge_schema)
@@ -211,12 +210,7 @@ def stage_merge(
         result = result.filter(F.col(_ACTION) != _DROP).select(*out_columns)
         added = []
         if touched or any(per_action.get(i, 0) for i in inserts):
-            added = write_files(
-                result,
-                table_path=txn.log.table_path,
-                partition_columns=txn.partition_columns,
-                schema=schema,
-            )
+            added = write_data(txn, result)
     finally:
         classified.unpersist()
     dvs_added = dvs_removed = 0

@@ -96,7 +96,7 @@ def stage_compaction(
     each rewritten on its own.
     """
     started = time.monotonic()
-    check_allowed(txn, operation, writes_data=False, deletes_rows=False)
+    check_allowed(txn, operation, deletes_rows=False)
     predicate = partition_filter(txn, condition)
     step("scanning")
     candidates = txn.scan(predicate)
@@ -188,7 +188,7 @@ def stage_z_order(
         InvalidArgumentError: No column, an unknown column, or a partition column.
     """
     started = time.monotonic()
-    check_allowed(txn, OperationName.OPTIMIZE, writes_data=False, deletes_rows=False)
+    check_allowed(txn, OperationName.OPTIMIZE, deletes_rows=False)
     if not columns:
         raise InvalidArgumentError("execute_z_order_by needs at least one column")
     parts = {c.lower() for c in txn.partition_columns}

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.common import write_data
 from deltatx.spark.scan import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, files_to_dataframe
-from deltatx.spark.write import write_files
 
 __all__ = [
     "FILE_INDEX_COLUMN",
@@ -139,12 +139,7 @@ def stage_copy_on_write(
     added: list[AddFile] = []
     if rewritten:
         rows = without_address(read_addressed(spark, txn, [m.file for m in rewritten]))
-        added = write_files(
-            rewrite(rows),
-            table_path=txn.log.table_path,
-            partition_columns=txn.partition_columns,
-            schema=txn.schema,
-        )
+        added = write_data(txn, rewrite(rows))
     removed = [m.file for m in counted]
     txn.remove_files(removed)
     txn.add_files(added)

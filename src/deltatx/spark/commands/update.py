@@ -21,6 +21,7 @@ from deltatx.spark.commands.common import (
     record,
     validate_assignments,
     validate_condition,
+    write_data,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
@@ -31,7 +32,6 @@ from deltatx.spark.commands.rewrite import (
 )
 from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.schema import quote_column
-from deltatx.spark.write import write_files
 
 
 def stage_update(
@@ -56,7 +56,7 @@ def stage_update(
         UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
     """
     started = time.monotonic()
-    check_allowed(txn, OperationName.UPDATE, writes_data=True, deletes_rows=True)
+    check_allowed(txn, OperationName.UPDATE, deletes_rows=True)
     assignments = validate_assignments(spark, txn, set)
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
@@ -115,11 +115,8 @@ def _stage_dv_update(
     matched = collect_addresses(hit_rows)
     added: list[AddFile] = []
     if matched:
-        added = write_files(
-            without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments)),
-            table_path=txn.log.table_path,
-            partition_columns=txn.partition_columns,
-            schema=txn.schema,
+        added = write_data(
+            txn, without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments))
         )
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)

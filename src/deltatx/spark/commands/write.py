@@ -29,9 +29,9 @@ from deltatx.spark.commands.common import (
     new_table_actions,
     read_files,
     to_delta_schema,
+    write_data,
 )
 from deltatx.spark.schema import check_write_schema
-from deltatx.spark.write import write_files
 
 
 class SaveMode(StrEnum):
@@ -121,7 +121,6 @@ def stage_write(
     check_allowed(
         txn,
         OperationName.WRITE,
-        writes_data=True,
         deletes_rows=exists and save_mode is SaveMode.OVERWRITE,
     )
     # write_files conforms the data to the table schema (order, names, casts); the schema
@@ -153,21 +152,11 @@ def stage_write(
             removed_files = len(candidates)
             kept: list[AddFile] = []
             if keep is not None:
-                kept = write_files(
-                    keep,
-                    table_path=txn.log.table_path,
-                    partition_columns=txn.partition_columns,
-                    schema=txn.schema,
-                )
+                kept = write_data(txn, keep)
                 txn.add_files(kept)
             # The replaced rows: those the candidates held, less those written back.
             deleted_rows = file_metrics(candidates)[0] - file_metrics(kept)[0]
-    added = write_files(
-        df,
-        table_path=txn.log.table_path,
-        partition_columns=txn.partition_columns,
-        schema=txn.schema,
-    )
+    added = write_data(txn, df)
     txn.add_files(added)
     if app_id is not None and app_version is not None:
         txn.set_app_transaction(app_id, app_version)
