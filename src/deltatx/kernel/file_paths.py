@@ -114,11 +114,8 @@ def is_relative(path: str) -> bool:
     return not path.startswith("/") and scheme_of(path) is None
 
 
-# A relative path that is already canonical: no escapes, no scheme, no empty, "." or ".."
-# segment. Most paths in a log are like this and are their own key.
-_PLAIN = re.compile(r"(?!/)(?!.*//)(?!(?:.*/)?\.\.?(?:/|$))[^%:]+")
-PLAIN_PATH_NOT = r"^$|%|:|^/|//|(^|/)\.\.?(/|$)"
-"""An RE2 pattern matching exactly the paths that are *not* plain (see :func:`file_key`)."""
+PLAIN_PATH_NOT = r"^$|%|:|^/|/$|//|(^|/)\.\.?(/|$)"
+"""An RE2 pattern matching every path :func:`file_key` must resolve (it may match more)."""
 
 
 def file_key(path: str, *, root: str) -> str:
@@ -129,7 +126,16 @@ def file_key(path: str, *, root: str) -> str:
     one file during replay. A path that cannot be resolved keys as itself (it still names one
     file, and reading it reports the fault).
     """
-    if _PLAIN.fullmatch(path):
+    if (
+        path
+        and path[0] not in "/."
+        and path[-1] != "/"
+        and "%" not in path
+        and ":" not in path
+        and "//" not in path
+        and "/." not in path
+    ):
+        # Already canonical (no escape, scheme, empty or dot segment): most log paths.
         return path
     try:
         location = resolve(path, root=root)

@@ -1,13 +1,22 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
-from deltatx.kernel.file_paths import relative_to, resolve, scheme_of, table_root
+from deltatx.kernel.file_paths import (
+    PLAIN_PATH_NOT,
+    file_key,
+    is_relative,
+    relative_to,
+    resolve,
+    scheme_of,
+    table_root,
+)
 
 ROOT = "/data/t"
 
@@ -82,3 +91,21 @@ def test_a_resolved_relative_path_is_normal_and_joins_back(parts: list[str]) -> 
     rel = relative_to(location, root=ROOT)
     if rel is not None:
         assert location == f"{ROOT}/{rel}"
+
+
+@given(st.text("ab %/.:é", min_size=1, max_size=10))
+def test_file_key_shortcut_agrees_with_full_resolution(path: str) -> None:
+    try:
+        location = resolve(path, root=ROOT)
+    except InvalidArgumentError:
+        assert file_key(path, root=ROOT) == path
+        return
+    relative = relative_to(location, root=ROOT)
+    assert file_key(path, root=ROOT) == (location if relative is None else relative)
+
+
+def test_paths_that_must_be_resolved_are_flagged_for_vectorised_keys() -> None:
+    for path in ("a%20b", "/t/a", "file:/t/a", "a//b", "./a", "a/..", "a/", ""):
+        assert re.search(PLAIN_PATH_NOT, path), path
+    assert not re.search(PLAIN_PATH_NOT, "date=1/part-0.parquet")
+    assert is_relative("a/b") and not is_relative("/a") and not is_relative("file:/a")
