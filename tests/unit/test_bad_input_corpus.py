@@ -45,6 +45,7 @@ from deltatx.kernel.log_paths import checkpoint_name, commit_name, multipart_che
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import parse_schema
+from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.log.vacuum import vacuum
@@ -724,6 +725,152 @@ CASES.update(
     }
 )
 
+
+# Crafted logs met by readers and maintenance (hardening): every reader resolves data and
+# deletion-vector paths through the table's Location, so a crafted path fails there, typed,
+# before any file outside the root is opened.
+def _read_every_file(scene: Scene, log: DeltaLog) -> None:
+    location = log.location
+    reader = DvReader(log)
+    for f in log.snapshot().add_files():
+        location.file(f.path, what="data file")
+        reader.rows(f.deletion_vector, data_file=f.path)
+
+
+READ_ESCAPING = {
+    "dotdot": "../x.parquet",
+    "encoded-dotdot": "%2e%2e%2fx.parquet",
+    "encoded-dotdot-upper": "%2E%2E/x.parquet",
+    "inner-dotdot": "sub/../../x.parquet",
+    "deep-dotdot": "part=a/../../../outside/sentinel.txt",
+}
+for name, bad in READ_ESCAPING.items():
+    CASES[f"log-read-{name}-refused"] = Case(
+        _plant_add(bad), _read_every_file, InvalidTableError, "outside the table root"
+    )
+
+
+def _assert_not_live(log: DeltaLog, path: str) -> None:
+    live = _live(log)
+    assert path not in live and path.replace("%20", " ") not in live
+
+
+def _assert_metadata_id(log: DeltaLog, expected: str) -> None:
+    assert log.snapshot().metadata.id == expected
+
+
+def _dv_file_planted(descriptor: dict[str, Any]) -> Setup:
+    return lambda s: s.write_actions(3, _add_json("part=a/b.parquet", deletionVector=descriptor))
+
+
+def _vacuum_refuses_before_touching(scene: Scene, log: DeltaLog) -> None:
+    vacuum(log, retention_hours=0, enforce_retention=False, now_ms=10**13)
+
+
+def _checkpoint_latest(scene: Scene, log: DeltaLog) -> None:
+    log.checkpoint()
+
+
+_FUTURE_WRITER = {
+    "protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["futureW"]}
+}
+
+CASES.update(
+    {
+        "log-dv-p-relative-outside-refused": Case(
+            _dv_file_planted(_dv_json(storageType="p", pathOrInlineDv="../outside/evil.bin")),
+            _read_every_file,
+            InvalidTableError,
+            "must name its file by absolute path",
+        ),
+        "log-dv-u-prefix-escapes-refused": Case(
+            _dv_file_planted(_dv_json(pathOrInlineDv="../" + z85_encode(bytes(range(16))))),
+            _read_every_file,
+            InvalidTableError,
+            "outside the table root|escapes|not a valid",
+        ),
+        "log-spellings-of-one-file-are-one-file": Case(
+            lambda s: (
+                s.write_actions(3, _add_json("part=a/e%20f.parquet")),
+                s.write_actions(
+                    4,
+                    {
+                        "remove": {
+                            "path": "part=a/e f.parquet",
+                            "deletionTimestamp": 1,
+                            "dataChange": True,
+                        }
+                    },
+                ),
+            ),
+            lambda s, log: _assert_not_live(log, "part=a/e%20f.parquet"),
+            None,
+        ),
+        "log-superseded-partial-metadata-readable": Case(
+            lambda s: (
+                s.write_actions(3, {"metaData": {"id": "partial", "configuration": {}}}),
+                s.write_actions(
+                    4,
+                    {
+                        "metaData": {
+                            "id": "full",
+                            "schemaString": SCHEMA,
+                            "format": {"provider": "parquet", "options": {}},
+                            "partitionColumns": ["part"],
+                            "configuration": {},
+                        }
+                    },
+                ),
+            ),
+            lambda s, log: _assert_metadata_id(log, "full"),
+            None,
+        ),
+        "log-dv-p-directory-typed": Case(
+            _dv_file_planted(_dv_json(storageType="p", pathOrInlineDv="part=a")),
+            _read_every_file,
+            InvalidTableError,
+            "part=a",
+        ),
+        "log-dv-p-missing-file-typed": Case(
+            _dv_file_planted(_dv_json(storageType="p", pathOrInlineDv="part=a/none.bin")),
+            _read_every_file,
+            InvalidTableError,
+            "none.bin",
+        ),
+        "log-add-negative-size-refused": bad_actions(
+            V3 + ".*size", _add_json("part=a/e.parquet", size=-5)
+        ),
+        "log-unknown-writer-feature-vacuum-refused-first": Case(
+            lambda s: s.write_actions(3, _FUTURE_WRITER),
+            _vacuum_refuses_before_touching,
+            UnsupportedFeatureError,
+            "futureW",
+        ),
+        "log-unknown-writer-feature-checkpoint-refused": Case(
+            lambda s: s.write_actions(3, _FUTURE_WRITER),
+            _checkpoint_latest,
+            UnsupportedFeatureError,
+            "futureW",
+        ),
+        "log-tombstone-escaping-vacuum-spares-outside": Case(
+            lambda s: s.write_actions(
+                3,
+                {
+                    "remove": {
+                        "path": "../outside/sentinel.txt",
+                        "deletionTimestamp": 1,
+                        "dataChange": True,
+                    }
+                },
+            ),
+            _vacuum_zero,
+            None,
+            may_change_root=True,
+        ),
+    }
+)
+
+
 # Invalid property values: refused when set, read leniently from a log.
 BAD_PROPERTIES = {
     "isolation-bogus": ("delta.isolationLevel", "Bogus", "allowed values"),
@@ -934,4 +1081,4 @@ def test_bad_input(name: str, tmp_path: Path) -> None:
 
 
 def test_corpus_size() -> None:
-    assert len(CASES) >= 60
+    assert len(CASES) > 150
