@@ -24,15 +24,18 @@ from deltatx.errors import (
     MetadataChangedException,
     ProtocolChangedException,
     SchemaMismatchError,
+    SqlError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionStateError,
     UnsupportedFeatureError,
+    UnsupportedStatementError,
     VersionNotFoundError,
 )
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
+    from deltatx.delta_sql import sql
     from deltatx.spark.session import spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
@@ -42,6 +45,7 @@ _LAZY = {
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
     "spark_session": "deltatx.spark.session",
+    "sql": "deltatx.delta_sql",
 }
 
 
@@ -71,13 +75,16 @@ __all__ = [
     "MetadataChangedException",
     "ProtocolChangedException",
     "SchemaMismatchError",
+    "SqlError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "Transaction",
     "TransactionStateError",
     "UnsupportedFeatureError",
+    "UnsupportedStatementError",
     "VersionNotFoundError",
     "__version__",
     "spark_session",
+    "sql",
     "write",
 ]
