@@ -23,8 +23,8 @@ from deltatx.delta_sql.statements import (
     Restore,
     SetProperties,
     TableRef,
-    Unsupported,
     UnsetProperties,
+    Unsupported,
     Update,
     Vacuum,
 )
@@ -124,7 +124,8 @@ def test_merge_source_table_with_and_without_alias() -> None:
     assert isinstance(stmt, Merge)
     assert stmt.source_table == TableRef(name="db.updates") and stmt.source_alias == "updates"
     stmt = parse_statement(
-        "MERGE INTO t USING delta.`/src` VERSION AS OF 3 AS s ON t.id = s.id WHEN MATCHED THEN DELETE"
+        "MERGE INTO t USING delta.`/src` VERSION AS OF 3 AS s ON t.id = s.id "
+        "WHEN MATCHED THEN DELETE"
     )
     assert isinstance(stmt, Merge)
     assert stmt.source_table == TableRef(path="/src", alias="s", version=3)
