@@ -8,11 +8,13 @@ of columns) to the snake_case method it stands for; the mixins are bases of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.types import DataType, StructField
+from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltatx.kernel.features import (
@@ -25,10 +27,110 @@ from deltatx.kernel.metrics import OptimizeMetrics, RestoreMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.common import (
+    parse_schema_argument,
+    to_delta_schema,
+    to_spark_schema,
+)
+from deltatx.spark.session import spark_session
+from deltatx.table_creation import CreateMode, TableSpec, define_table
 from deltatx.table_features import drop_feature
 
 Condition = str | Column | None
 Assignments = Mapping[str, str | Column]
+T = TypeVar("T")
+
+
+class DeltaTableBuilder(Generic[T]):
+    """delta-spark's table builder (``DeltaTable.createIfNotExists(spark).tableName(...)``)."""
+
+    def __init__(
+        self, spark: SparkSession, mode: CreateMode, open_table: Callable[[SparkSession, str], T]
+    ) -> None:
+        """Use ``DeltaTable.createIfNotExists``, ``createOrReplace`` or ``replace``."""
+        self._spark = spark
+        self._mode = mode
+        self._open = open_table
+        self._name: str | None = None
+        self._location: str | None = None
+        self._comment: str | None = None
+        self._properties: dict[str, str] = {}
+        self._fields: list[StructField] = []
+        self._partition_by: list[str] = []
+
+    def tableName(self, identifier: str) -> Self:
+        """The table's name (resolved as in :mod:`deltatx.catalog`)."""
+        self._name = identifier
+        return self
+
+    def location(self, location: str) -> Self:
+        """Where the table lives (by name: an external table; alone: the table's path)."""
+        self._location = location
+        return self
+
+    def comment(self, comment: str) -> Self:
+        """The table's description."""
+        self._comment = comment
+        return self
+
+    def property(self, key: str, value: str) -> Self:
+        """A table property."""
+        self._properties[key] = value
+        return self
+
+    def addColumn(
+        self,
+        colName: str,
+        dataType: str | DataType,
+        nullable: bool = True,
+        generatedAlwaysAs: str | None = None,
+        generatedByDefaultAs: str | None = None,
+        comment: str | None = None,
+    ) -> Self:
+        """A column; generated and identity columns are refused."""
+        if generatedAlwaysAs is not None or generatedByDefaultAs is not None:
+            raise UnsupportedFeatureError(
+                "generated and identity columns are not supported", feature="generatedColumns"
+            )
+        if isinstance(dataType, str):
+            parsed = to_spark_schema(parse_schema_argument(f"`{colName}` {dataType}"))
+            spark_type = parsed.fields[0].dataType
+        else:
+            spark_type = dataType
+        metadata = {"comment": comment} if comment is not None else {}
+        self._fields.append(StructField(colName, spark_type, nullable, metadata))
+        return self
+
+    def addColumns(self, cols: SparkStructType | list[StructField]) -> Self:
+        """Several columns at once."""
+        self._fields.extend(cols.fields if isinstance(cols, SparkStructType) else cols)
+        return self
+
+    def partitionedBy(self, *cols: str | list[str] | tuple[str, ...]) -> Self:
+        """Partition columns."""
+        self._partition_by.extend(_flatten(cols))
+        return self
+
+    def clusterBy(self, *cols: str) -> Self:
+        """Refused: deltatx does not build liquid clustering."""
+        raise UnsupportedFeatureError(
+            "clusterBy is not supported: deltatx has no liquid clustering", feature="clustering"
+        )
+
+    def execute(self) -> T:
+        """Creates (or replaces) the table and returns a handle on it."""
+        if self._name is None and self._location is None:
+            raise InvalidArgumentError("the builder needs tableName(...) or location(...)")
+        spec = TableSpec(
+            name=self._name,
+            path=self._location if self._name is None else None,
+            location=self._location if self._name is not None else None,
+            schema=to_delta_schema(SparkStructType(self._fields)) if self._fields else None,
+            partition_by=tuple(self._partition_by),
+            properties=dict(self._properties),
+            comment=self._comment,
+        )
+        return self._open(self._spark, define_table(self._spark, spec, mode=self._mode))
 
 
 class DeltaTableNames:
@@ -87,6 +189,25 @@ class DeltaTableNames:
             "convertToDelta is not supported: write the data with deltatx.write instead",
             feature="convertToDelta",
         )
+
+    @classmethod
+    def createIfNotExists(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[Self]:
+        """delta-spark ``DeltaTable.createIfNotExists``: a builder."""
+        return DeltaTableBuilder(
+            sparkSession or spark_session(), CreateMode.IF_NOT_EXISTS, cls.for_path
+        )
+
+    @classmethod
+    def createOrReplace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[Self]:
+        """delta-spark ``DeltaTable.createOrReplace``: a builder."""
+        return DeltaTableBuilder(
+            sparkSession or spark_session(), CreateMode.CREATE_OR_REPLACE, cls.for_path
+        )
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[Self]:
+        """delta-spark ``DeltaTable.replace``: a builder."""
+        return DeltaTableBuilder(sparkSession or spark_session(), CreateMode.REPLACE, cls.for_path)
 
     def toDF(self) -> DataFrame:
         """delta-spark ``toDF``: the latest version as a DataFrame."""
@@ -268,6 +389,9 @@ NAMES: dict[str, str] = {
     "DeltaTable.forName": "DeltaTable.for_name",
     "DeltaTable.isDeltaTable": "DeltaTable.is_delta_table",
     "DeltaTable.toDF": "DeltaTable.to_df",
+    "DeltaTable.createIfNotExists": "(builder; CREATE TABLE IF NOT EXISTS)",
+    "DeltaTable.createOrReplace": "(builder; CREATE OR REPLACE TABLE)",
+    "DeltaTable.replace": "(builder; replaces an existing table)",
     "DeltaTable.restoreToVersion": "DeltaTable.restore_to_version",
     "DeltaTable.restoreToTimestamp": "DeltaTable.restore_to_timestamp",
     "DeltaTable.addFeatureSupport": "(deltatx adds the feature to the protocol)",
@@ -291,4 +415,10 @@ NAMES: dict[str, str] = {
     "DeltaOptimizeBuilder.executeZOrderBy": "OptimizeBuilder.execute_z_order_by",
 }
 
-__all__ = ["NAMES", "DeltaTableNames", "MergeBuilderNames", "OptimizeBuilderNames"]
+__all__ = [
+    "NAMES",
+    "DeltaTableBuilder",
+    "DeltaTableNames",
+    "MergeBuilderNames",
+    "OptimizeBuilderNames",
+]

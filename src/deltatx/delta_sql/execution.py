@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -39,26 +38,21 @@ from deltatx.delta_sql.statements import (
     Vacuum,
 )
 from deltatx.errors import (
+    InvalidArgumentError,
     SqlError,
-    TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedStatementError,
 )
-from deltatx.kernel.features import protocol_with_features, reader_features, writer_features
 from deltatx.kernel.file_paths import table_root
-from deltatx.kernel.operations import Operation, OperationName
-from deltatx.log.delta_log import DeltaLog
+from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
     condition_to_predicate,
-    file_metrics,
-    new_table_actions,
     parse_schema_argument,
-    to_delta_schema,
     to_spark_schema,
 )
 from deltatx.spark.commands.optimize import stage_compaction
-from deltatx.spark.write import write_files
+from deltatx.table_creation import CreateMode, TableSpec, define_table
 from deltatx.table_features import drop_feature
 from deltatx.tables import DeltaTable
 
@@ -368,118 +362,29 @@ def _create(spark: SparkSession, stmt: CreateTable, text: str) -> DataFrame:
             "CREATE TABLE (columns) COMMENT ... and then INSERT",
             construct="CREATE TABLE ... COMMENT ... AS SELECT",
         )
-    catalog: Catalog | None = None
-    registered = False
-    if stmt.table.path is not None:
-        path = stmt.table.path
-        if stmt.location is not None and table_root(stmt.location) != table_root(path):
-            raise SqlError("CREATE TABLE delta.`path` cannot also give a different LOCATION")
-        managed = False
+    if stmt.or_replace:
+        mode = CreateMode.CREATE_OR_REPLACE
+    elif stmt.if_not_exists:
+        mode = CreateMode.IF_NOT_EXISTS
     else:
-        assert stmt.table.name is not None
-        ident = identifier(spark, stmt.table.name)
-        known, spark_location = spark_catalog_location(spark, stmt.table.name)
-        catalog = Catalog.for_session(spark)
-        entry = catalog.lookup(ident)
-        existing = spark_location if known else (entry.location if entry else None)
-        if known and spark_location is None:
-            if stmt.if_not_exists:
-                return _empty(spark)
-            raise TableAlreadyExistsError(f"table {ident} already exists in Spark's catalog")
-        registered = existing is not None
-        moved = existing is not None and stmt.location is not None
-        if moved and table_root(str(stmt.location)) != table_root(str(existing)):
-            raise SqlError(f"table {ident} already exists at {existing}, not at {stmt.location}")
-        path = existing or stmt.location or catalog.managed_location(ident)
-        managed = existing is None and stmt.location is None
-        if registered and not stmt.or_replace:
-            if stmt.if_not_exists:
-                return _empty(spark)
-            raise TableAlreadyExistsError(f"table {ident} already exists")
-    log = DeltaLog.for_table(path)
-    exists = log.table_exists()
-    if exists and not stmt.or_replace:
-        if stmt.if_not_exists and (registered or catalog is None):
-            return _empty(spark)
-        registers_existing = stmt.columns is None and stmt.query is None
-        if catalog is not None and not registered and not managed and registers_existing:
-            # CREATE TABLE name LOCATION '<an existing Delta table>' names that table.
-            _register(spark, stmt, catalog, log.table_path, managed=False)
-            return _empty(spark)
-        raise TableAlreadyExistsError(f"a Delta table already exists at {log.table_path}")
-    _create_or_replace(spark, log, stmt, exists)
-    if catalog is not None and not registered:
-        _register(spark, stmt, catalog, log.table_path, managed=managed)
-    return _empty(spark)
-
-
-def _register(
-    spark: SparkSession, stmt: CreateTable, catalog: Catalog, path: str, *, managed: bool
-) -> None:
-    assert stmt.table.name is not None
-    catalog.register(identifier(spark, stmt.table.name), path, managed=managed)
-
-
-def _create_or_replace(spark: SparkSession, log: DeltaLog, stmt: CreateTable, exists: bool) -> None:
+        mode = CreateMode.CREATE
+    spec = TableSpec(
+        name=stmt.table.name,
+        path=stmt.table.path,
+        location=stmt.location,
+        schema=parse_schema_argument(stmt.columns) if stmt.columns is not None else None,
+        partition_by=stmt.partition_by,
+        properties=stmt.properties,
+        comment=stmt.comment,
+    )
     data = query_frame(spark, stmt.query) if stmt.query is not None else None
-    if data is not None:
-        schema = to_delta_schema(data.schema)
-    elif stmt.columns is not None:
-        schema = parse_schema_argument(stmt.columns)
-    elif exists:
-        schema = log.snapshot().schema
-    else:
-        raise SqlError(f"CREATE TABLE {stmt.table} needs columns or AS SELECT")
-    metadata, protocol = new_table_actions(
-        schema,
-        partition_by=list(stmt.partition_by),
-        properties=dict(stmt.properties),
-        description=stmt.comment,
-    )
-    txn = OptimisticTransaction(log, log.snapshot() if exists else None)
-    if exists:
-        old = txn.metadata
-        metadata = replace(metadata, id=old.id, created_time=old.created_time)
-        current = txn.protocol
-        wanted = reader_features(protocol) | writer_features(protocol)
-        protocol = protocol_with_features(current, wanted)
-        txn.remove_files(txn.scan(None))
-    txn.update_protocol(protocol)
-    txn.update_metadata(metadata)
-    if exists:
-        name = (
-            OperationName.CREATE_OR_REPLACE_TABLE_AS_SELECT
-            if data is not None
-            else OperationName.CREATE_OR_REPLACE_TABLE
-        )
-    else:
-        name = (
-            OperationName.CREATE_TABLE_AS_SELECT if data is not None else OperationName.CREATE_TABLE
-        )
-    metrics: dict[str, int] = {}
-    if data is not None:
-        added = write_files(
-            data,
-            table_path=log.table_path,
-            partition_columns=metadata.partition_columns,
-            schema=schema,
-        )
-        txn.add_files(added)
-        rows, size = file_metrics(added)
-        metrics = {"numFiles": len(added), "numOutputRows": rows, "numOutputBytes": size}
-    txn.record_operation(
-        Operation(
-            name,
-            {
-                "isManaged": stmt.location is None and stmt.table.path is None,
-                "description": stmt.comment,
-                "partitionBy": list(metadata.partition_columns),
-                "properties": dict(metadata.configuration),
-            },
-        ),
-        metrics,
-    )
-    txn.commit()
+    try:
+        define_table(spark, spec, mode=mode, data=data)
+    except InvalidArgumentError as exc:
+        if type(exc) is InvalidArgumentError:
+            raise SqlError(f"CREATE TABLE {stmt.table}: {exc}") from None
+        raise
+    return _empty(spark)
 
 
 def _drop(spark: SparkSession, stmt: DropTable, text: str) -> DataFrame:
