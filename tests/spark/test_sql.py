@@ -229,3 +229,234 @@ def test_errors_are_typed(spark: SparkSession, events: str, tmp_path: Path) -> N
     assert info.value.construct == "ALTER TABLE ... RENAME TO"
     with pytest.raises(SqlError, match=r"line 2, column"):
         sql(spark, f"UPDATE {events}\nSET v = (1 +")
+
+
+# --- every SQL statement in Delta Lake's isolation-level documentation ----------------------
+# The statements are quoted as the documentation prints them; only placeholders are filled in:
+# <table-name> / table-name -> table_name, <level-name> -> a level, ${tableName} -> a name.
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import deltatx.catalog
+
+    root = tmp_path / "warehouse"
+    root.mkdir()
+    monkeypatch.setattr(deltatx.catalog, "warehouse_dir", lambda spark: str(root))
+    return root
+
+
+def fill(statement: str, **values: str) -> str:
+    out = statement.replace("<table-name>", "table_name").replace("table-name", "table_name")
+    for key, value in values.items():
+        out = out.replace(f"<{key}>", value).replace(f"${{{key}}}", value)
+    return out
+
+
+# "Examples of queries that change metadata" (metadata changes fail all concurrent writes).
+METADATA_EXAMPLES = [
+    "ALTER TABLE table-name SET TBLPROPERTIES ('delta.isolationLevel' = 'Serializable')",
+    "ALTER TABLE table_name SET TBLPROPERTIES ('delta.enableDeletionVectors' = true);",
+    "ALTER TABLE table_name DROP FEATURE deletionVectors;",
+    "ALTER TABLE table_name ADD COLUMNS (col_name STRING);",
+]
+UNIFORM_EXAMPLE = "REORG TABLE table_name APPLY (UPGRADE UNIFORM(ICEBERG_COMPAT_VERSION=2));"
+SET_LEVEL = "ALTER TABLE <table-name> SET TBLPROPERTIES ('delta.isolationLevel' = <level-name>)"
+SET_SERIALIZABLE = (
+    "ALTER TABLE <table-name> SET TBLPROPERTIES ('delta.isolationLevel' = 'Serializable')"
+)
+UPDATE_BY_DATE = "UPDATE table WHERE date > '2010-01-01' ..."
+DELETE_BY_DATE = "DELETE table WHERE date < '2010-01-01'"
+CREATE_WITH_LEVEL = (
+    "CREATE TABLE ${tableName} (id bigint) USING delta "
+    "TBLPROPERTIES ('delta.isolationLevel' = 'Serializable')"
+)
+
+
+def small_table(spark: SparkSession, name: str, *, dvs: bool, partitioned: bool = False) -> str:
+    part = "PARTITIONED BY (date) " if partitioned else ""
+    sql(
+        spark,
+        f"CREATE TABLE `{name}` (id BIGINT, date STRING, v INT) USING DELTA {part}"
+        f"TBLPROPERTIES ('delta.enableDeletionVectors' = {str(dvs).lower()})",
+    )
+    sql(
+        spark,
+        f"INSERT INTO `{name}` SELECT /*+ COALESCE(1) */ * FROM VALUES (1, '2009-06-01', 1), "
+        f"(2, '2010-06-01', 2), (3, '2011-06-01', 3)",
+    )
+    return DeltaTable.for_name(spark, name).path
+
+
+@pytest.mark.parametrize("statement", METADATA_EXAMPLES)
+def test_documented_metadata_changes_run_and_fail_concurrent_writes(
+    spark: SparkSession, warehouse: Path, statement: str
+) -> None:
+    from deltatx.errors import ConcurrentModificationException
+
+    small_table(spark, "table_name", dvs="DROP FEATURE" in statement)
+    if "DROP FEATURE" in statement:
+        sql(spark, "DELETE FROM table_name WHERE id = 1")  # a deletion vector to purge
+    dt = DeltaTable.for_name(spark, "table_name")
+    concurrent = dt.begin()
+    concurrent.write(spark.createDataFrame([(9, "2012-01-01", 9)], "id BIGINT, date STRING, v INT"))
+    before = dt.version()
+    sql(spark, fill(statement))
+    assert dt.version() > before
+    detail = sql(spark, "DESCRIBE DETAIL table_name").collect()[0]
+    if "isolationLevel" in statement:
+        assert detail["isolationLevel"] == "Serializable"
+    elif "enableDeletionVectors" in statement:
+        assert "deletionVectors" in detail["tableFeatures"]
+    elif "DROP FEATURE" in statement:
+        assert "deletionVectors" not in detail["tableFeatures"]
+        assert all(f.deletion_vector is None for f in dt.snapshot().add_files())
+    else:
+        assert sql(spark, "SELECT * FROM table_name").columns[-1] == "col_name"
+    with pytest.raises(ConcurrentModificationException):
+        concurrent.commit()
+
+
+def test_documented_uniform_upgrade_is_refused_by_name(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    small_table(spark, "table_name", dvs=True)
+    before = DeltaTable.for_name(spark, "table_name").version()
+    with pytest.raises(UnsupportedStatementError) as info:
+        sql(spark, UNIFORM_EXAMPLE)
+    assert "UNIFORM" in str(info.value) and (info.value.line, info.value.column) == (1, 30)
+    assert DeltaTable.for_name(spark, "table_name").version() == before
+
+
+@pytest.mark.parametrize("level", ["Serializable", "WriteSerializable"])
+def test_documented_isolation_level_statements(
+    spark: SparkSession, warehouse: Path, level: str
+) -> None:
+    small_table(spark, "table_name", dvs=False)
+    sql(spark, fill(SET_LEVEL, **{"level-name": f"'{level}'"}))
+    assert sql(spark, "DESCRIBE DETAIL table_name").collect()[0]["isolationLevel"] == level
+    sql(spark, fill(SET_SERIALIZABLE))
+    assert sql(spark, "DESCRIBE DETAIL table_name").collect()[0]["isolationLevel"] == (
+        "Serializable"
+    )
+
+
+def test_documented_create_table_with_isolation_level(spark: SparkSession, warehouse: Path) -> None:
+    sql(spark, fill(CREATE_WITH_LEVEL, tableName="serializable_table"))
+    sql(spark, "INSERT INTO serializable_table SELECT id FROM range(0, 101)")
+    sql(spark, "INSERT INTO serializable_table SELECT id FROM range(0, 101)")
+    detail = sql(spark, "DESCRIBE DETAIL serializable_table").collect()[0]
+    assert detail["isolationLevel"] == "Serializable"
+    # val deltaTable = DeltaTable.forName(tableName); deltaTable.optimize().executeCompaction()
+    metrics = DeltaTable.forName(spark, "serializable_table").optimize().executeCompaction()
+    assert metrics.num_removed_files == detail["numFiles"] >= 2
+    assert metrics.num_added_files == 1
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_documented_update_and_delete_by_date(
+    spark: SparkSession, warehouse: Path, partitioned: bool
+) -> None:
+    """'UPDATE table WHERE date > ... and DELETE table WHERE date < ... conflict if the table
+    is not partitioned by date ... partitioning the table by date avoids the conflict.'"""
+    from deltatx.errors import ConcurrentModificationException
+
+    small_table(spark, "table", dvs=False, partitioned=partitioned)
+    # The documentation elides the SET list ("..."); this is the statement with one filled in.
+    update = UPDATE_BY_DATE.replace("WHERE", "SET v = v + 10 WHERE").replace(" ...", "")
+    assert sql(spark, update).collect()[0]["num_affected_rows"] == 2
+    assert sql(spark, DELETE_BY_DATE).collect()[0]["num_affected_rows"] == 1
+    assert rows(sql(spark, "SELECT id, v FROM `table`")) == [(2, 12), (3, 13)]
+    # the same two conditions, run concurrently, on rows that an unpartitioned table keeps in
+    # one file
+    sql(
+        spark,
+        "INSERT OVERWRITE `table` SELECT /*+ COALESCE(1) */ * FROM VALUES "
+        "(1, '2009-06-01', 1), (2, '2010-06-01', 2), (3, '2011-06-01', 3) AS v(id, date, v)",
+    )
+    dt = DeltaTable.for_name(spark, "table")
+    first, second = dt.begin(), dt.begin()
+    first.update("date > '2010-01-01'", {"v": "v + 1"})
+    second.delete("date < '2010-01-01'")
+    first.commit()
+    if partitioned:
+        second.commit()
+    else:
+        with pytest.raises(ConcurrentModificationException):
+            second.commit()
+
+
+def test_documented_merge_examples(spark: SparkSession, warehouse: Path) -> None:
+    """The two MERGE examples; the second adds t.date and t.country to the condition, which
+    makes merges into different dates and countries safe to run concurrently."""
+    sql(
+        spark,
+        "CREATE TABLE deltaTable (user_id BIGINT, date STRING, country STRING, n INT) "
+        "USING DELTA PARTITIONED BY (date, country)",
+    )
+    sql(
+        spark,
+        "INSERT INTO deltaTable VALUES (1, '2024-01-01', 'es', 1), (2, '2024-01-01', 'fr', 1), "
+        "(3, '2024-01-02', 'es', 1)",
+    )
+    deltaTable = DeltaTable.forName(spark, "deltaTable")
+    schema = "user_id BIGINT, date STRING, country STRING, n INT"
+    source = spark.createDataFrame([(1, "2024-01-01", "es", 5), (4, "2024-01-01", "es", 1)], schema)
+    # deltaTable.as("t").merge(source.as("s"), "...").whenMatched().updateAll()
+    #   .whenNotMatched().insertAll().execute()
+    (
+        deltaTable.alias("t")
+        .merge(
+            source.alias("s"), "s.user_id = t.user_id AND s.date = t.date AND s.country = t.country"
+        )
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    explicit = (
+        "s.user_id = t.user_id AND s.date = t.date AND s.country = t.country "
+        "AND t.date = '<date>' AND t.country = '<country>'"
+    )
+    es = spark.createDataFrame([(3, "2024-01-02", "es", 7)], schema)
+    fr = spark.createDataFrame([(2, "2024-01-01", "fr", 8)], schema)
+    first, second = deltaTable.begin(), deltaTable.begin()
+    for txn, src, date, country in (
+        (first, es, "2024-01-02", "es"),
+        (second, fr, "2024-01-01", "fr"),
+    ):
+        condition = explicit.replace("<date>", date).replace("<country>", country)
+        txn.alias("t").merge(
+            src.alias("s"), condition
+        ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    first.commit()
+    second.commit()
+    # and the same statement in SQL
+    spark.createDataFrame([(5, "2024-01-03", "pt", 1)], schema).createOrReplaceTempView("source")
+    sql(
+        spark,
+        "MERGE INTO deltaTable t USING source s ON "
+        + explicit.replace("<date>", "2024-01-03").replace("<country>", "pt")
+        + " WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+    )
+    assert rows(sql(spark, "SELECT user_id, n FROM deltaTable")) == [
+        (1, 5),
+        (2, 8),
+        (3, 7),
+        (4, 1),
+        (5, 1),
+    ]
+
+
+def test_documented_optimize_zorder_and_reorg_purge(spark: SparkSession, warehouse: Path) -> None:
+    small_table(spark, "table_name", dvs=True)
+    sql(spark, "DELETE FROM table_name WHERE id = 3")  # a deletion vector on the one file
+    purged = sql(spark, "REORG TABLE table_name APPLY (PURGE)").collect()[0]["metrics"]
+    assert purged["numFilesRemoved"] == 1
+    assert all(
+        f.deletion_vector is None
+        for f in DeltaTable.for_name(spark, "table_name").snapshot().add_files()
+    )
+    zorder = sql(spark, "OPTIMIZE table_name ZORDER BY (date, id)").collect()[0]["metrics"]
+    assert zorder["numFilesAdded"] == 1
+    ops = [r["operation"] for r in sql(spark, "DESCRIBE HISTORY table_name LIMIT 2").collect()]
+    assert ops == ["OPTIMIZE", "REORG"]
