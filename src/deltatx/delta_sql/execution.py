@@ -12,7 +12,6 @@ from pyspark.sql.types import StructType as SparkStructType
 from sqlglot import exp
 
 from deltatx.catalog import Catalog, identifier, resolve_name, spark_catalog_location
-from deltatx.delta_sql.parser import DELTA_PROVIDERS, table_from_node
 from deltatx.delta_sql.statements import (
     AddColumns,
     CreateTable,
@@ -37,6 +36,7 @@ from deltatx.delta_sql.statements import (
     Update,
     Vacuum,
 )
+from deltatx.delta_sql.translation import DELTA_PROVIDERS, table_from_node
 from deltatx.errors import (
     InvalidArgumentError,
     SqlError,
