@@ -25,11 +25,13 @@ from deltatx.errors import (
     MetadataChangedException,
     ProtocolChangedException,
     SchemaMismatchError,
+    SqlError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionStateError,
     UnsupportedFeatureError,
     UnsupportedOptionError,
+    UnsupportedStatementError,
     VersionNotFoundError,
     VersionNotReadableError,
 )
@@ -37,6 +39,7 @@ from deltatx.progress import enable_progress
 from deltatx.version import __version__
 
 if TYPE_CHECKING:
+    from deltatx.delta_sql import sql
     from deltatx.reexecution import Backoff
     from deltatx.spark.datasource import configure
     from deltatx.spark.session import spark_session
@@ -50,6 +53,7 @@ _LAZY = {
     "write": "deltatx.tables",
     "spark_session": "deltatx.spark.session",
     "configure": "deltatx.spark.datasource",
+    "sql": "deltatx.delta_sql",
 }
 
 
@@ -81,17 +85,20 @@ __all__ = [
     "MetadataChangedException",
     "ProtocolChangedException",
     "SchemaMismatchError",
+    "SqlError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "Transaction",
     "TransactionStateError",
     "UnsupportedFeatureError",
     "UnsupportedOptionError",
+    "UnsupportedStatementError",
     "VersionNotFoundError",
     "VersionNotReadableError",
     "__version__",
     "configure",
     "enable_progress",
     "spark_session",
+    "sql",
     "write",
 ]

@@ -11,6 +11,7 @@ from typing import Protocol, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from deltatx.delta_spark_names import MergeBuilderNames, OptimizeBuilderNames
 from deltatx.kernel.metrics import MergeMetrics, OptimizeMetrics
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import operation
@@ -46,7 +47,7 @@ class Owner(Protocol):
         ...
 
 
-class MergeBuilder:
+class MergeBuilder(MergeBuilderNames):
     """Collects MERGE clauses; :meth:`execute` runs them (in order) in one transaction."""
 
     def __init__(
@@ -156,7 +157,7 @@ class MergeBuilder:
             )
 
 
-class OptimizeBuilder:
+class OptimizeBuilder(OptimizeBuilderNames):
     """OPTIMIZE: ``where`` limits it to partitions, then compaction or Z-order."""
 
     def __init__(self, owner: Owner) -> None:

@@ -140,6 +140,33 @@ class ConditionSyntaxError(InvalidConditionError):
         self.column = column
 
 
+class SqlError(InvalidArgumentError):
+    """A SQL statement does not parse or cannot run; the message says where (line, column)."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None) -> None:
+        where = (
+            f" (line {line}, column {column})" if line is not None and column is not None else ""
+        )
+        super().__init__(f"{message}{where}")
+        self.line = line
+        self.column = column
+
+
+class UnsupportedStatementError(SqlError):
+    """A SQL construct that deltatx does not run; ``construct`` names it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        construct: str,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(message, line=line, column=column)
+        self.construct = construct
+
+
 class TransactionStateError(DeltaError):
     """A transaction was used after it committed or aborted."""
 

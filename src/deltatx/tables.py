@@ -20,6 +20,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.builders import MergeBuilder, OptimizeBuilder
+from deltatx.catalog import table_path
+from deltatx.delta_spark_names import DeltaTableNames
 from deltatx.errors import (
     InvalidArgumentError,
     ProtocolChangedException,
@@ -438,7 +440,7 @@ def _reorg_purge(spark: SparkSession, txn: OptimisticTransaction) -> OptimizeMet
     return stage_compaction(spark, txn, files=files, operation=OperationName.REORG)
 
 
-class DeltaTable:
+class DeltaTable(DeltaTableNames):
     """A handle on a Delta table at a path."""
 
     def __init__(self, spark: SparkSession, path: str) -> None:
@@ -469,6 +471,18 @@ class DeltaTable:
         if not table._log.table_exists():
             raise TableNotFoundError(f"there is no Delta table at {table.path}")
         return table
+
+    @classmethod
+    def for_name(cls, spark: SparkSession, name: str) -> DeltaTable:
+        """A handle on the table named ``name`` (``db.t`` or ``t``).
+
+        The name resolves through Spark's catalog when it holds the table, otherwise through
+        the deltatx catalog under ``spark.sql.warehouse.dir`` (see :mod:`deltatx.catalog`).
+
+        Raises:
+            TableNotFoundError: No Delta table has that name.
+        """
+        return cls.for_path(spark, table_path(spark, name))
 
     @classmethod
     def is_delta_table(cls, spark: SparkSession, path: str) -> bool:
