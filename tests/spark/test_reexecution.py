@@ -209,3 +209,33 @@ def test_statements_that_do_not_qualify_raise_the_original_conflict(
     assert "Not re-executed: " in str(info.value)
     assert info.value.read_versions == (start,)
     assert dt.version() == start + 1, "only the other writer's commit landed"
+
+
+def test_sql_dml_takes_retries_and_other_statements_refuse_them(
+    spark: SparkSession, tmp_path: Path, interfere: Callable[[Callable[[], Any]], None]
+) -> None:
+    """SQL statements take ``retries`` like the Python calls: a conflicting UPDATE and MERGE
+    sent through ``deltatx.sql`` are re-executed; a statement they do not apply to refuses."""
+    dt = _table(spark, tmp_path / "t")
+    other = DeltaTable.for_path(spark, dt.path)
+    interfere(lambda: other.update("part = 'a'", {"v": "v + 10"}))
+    deltatx.sql(
+        f"UPDATE delta.`{dt.path}` SET v = v + 1 WHERE part = 'a'",
+        retries=2,
+        backoff=NO_BACKOFF,
+    )
+    assert _values(dt) == {k: 11 if k % 2 == 0 else 0 for k in range(10)}
+    assert json.loads(_history(dt)["params"]["deltatx.reexecution"])["attempts"] == 2
+
+    spark.createDataFrame([(1, "b", 5)], SCHEMA).createOrReplaceTempView("sql_retry_source")
+    interfere(lambda: other.update("part = 'b'", {"v": "v + 100"}))
+    deltatx.sql(
+        f"MERGE INTO delta.`{dt.path}` t USING sql_retry_source s ON t.key = s.key "
+        "WHEN MATCHED THEN UPDATE SET v = t.v + s.v",
+        retries=2,
+        backoff=NO_BACKOFF,
+    )
+    values = _values(dt)
+    assert values[1] == 105 and values[3] == 100, "the merge re-read the winner's values"
+    with pytest.raises(deltatx.errors.InvalidArgumentError, match="UPDATE, DELETE and MERGE"):
+        deltatx.sql(f"OPTIMIZE delta.`{dt.path}`", retries=1)

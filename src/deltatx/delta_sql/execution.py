@@ -46,6 +46,7 @@ from deltatx.errors import (
 from deltatx.kernel.file_paths import table_root
 from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.reexecution import Backoff
 from deltatx.spark.commands.common import (
     condition_to_predicate,
     parse_schema_argument,
@@ -92,8 +93,29 @@ def _last_metrics(table: DeltaTable) -> dict[str, Any]:
     return dict(ci.operation_metrics or {}) if ci is not None else {}
 
 
-def execute(spark: SparkSession, statement: Statement, text: str) -> DataFrame:
-    """Runs one parsed statement (whose source is ``text``); returns its result (empty for DDL)."""
+def execute(
+    spark: SparkSession,
+    statement: Statement,
+    text: str,
+    *,
+    retries: int = 0,
+    backoff: Backoff | None = None,
+) -> DataFrame:
+    """Runs one parsed statement (whose source is ``text``); returns its result (empty for DDL).
+
+    ``retries``/``backoff`` re-execute a conflicting UPDATE, DELETE or MERGE on a Delta table
+    (see :mod:`deltatx.reexecution`); any other statement refuses them.
+
+    Raises:
+        InvalidArgumentError: ``retries`` or ``backoff`` was given for a statement that is not
+            an UPDATE, DELETE or MERGE on a Delta table.
+    """
+    dml = isinstance(statement, Update | Delete | Merge)
+    if (retries or backoff is not None) and not dml:
+        raise InvalidArgumentError(
+            "retries and backoff apply to UPDATE, DELETE and MERGE on a Delta table only; "
+            f"this statement is a {type(statement).__name__.upper()}"
+        )
     if isinstance(statement, Passthrough):
         return spark.sql(text)
     if isinstance(statement, Query):
@@ -115,18 +137,27 @@ def execute(spark: SparkSession, statement: Statement, text: str) -> DataFrame:
     if isinstance(statement, Insert | Update | Delete | Merge):
         target = statement.target if isinstance(statement, Merge) else statement.table
         if target.path is None and delta_path(spark, target) is None:
+            if retries or backoff is not None:
+                raise InvalidArgumentError(
+                    f"retries and backoff apply to Delta tables only; {target} is not one"
+                )
             return spark.sql(text)
         if isinstance(statement, Insert):
             return _insert(spark, statement)
         if isinstance(statement, Update):
             dt = _table(spark, statement.table, "UPDATE")
-            m = dt.update(statement.condition, dict(statement.assignments))
+            m = dt.update(
+                statement.condition,
+                dict(statement.assignments),
+                retries=retries,
+                backoff=backoff,
+            )
             return _one_row(spark, {"num_affected_rows": m.num_updated_rows})
         if isinstance(statement, Delete):
             dt = _table(spark, statement.table, "DELETE")
-            d = dt.delete(statement.condition)
+            d = dt.delete(statement.condition, retries=retries, backoff=backoff)
             return _one_row(spark, {"num_affected_rows": d.num_deleted_rows})
-        return _merge(spark, statement)
+        return _merge(spark, statement, retries=retries, backoff=backoff)
     return _delta_command(spark, statement)
 
 
@@ -295,7 +326,9 @@ def _insert(spark: SparkSession, stmt: Insert) -> DataFrame:
     return _one_row(spark, {"num_affected_rows": rows, "num_inserted_rows": rows})
 
 
-def _merge(spark: SparkSession, stmt: Merge) -> DataFrame:
+def _merge(
+    spark: SparkSession, stmt: Merge, *, retries: int = 0, backoff: Backoff | None = None
+) -> DataFrame:
     dt = _table(spark, stmt.target, "MERGE")
     if stmt.source_table is not None:
         ref = stmt.source_table
@@ -332,7 +365,7 @@ def _merge(spark: SparkSession, stmt: Merge) -> DataFrame:
             builder = builder.when_not_matched_by_source_update(sets or {}, cond)
         else:
             builder = builder.when_not_matched_by_source_delete(cond)
-    m = builder.execute()
+    m = builder.execute(retries=retries, backoff=backoff)
     return _one_row(
         spark,
         {
