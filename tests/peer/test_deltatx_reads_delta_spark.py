@@ -63,7 +63,7 @@ READ: dict[str, Scenario] = {
             "DELETE FROM {t} WHERE date = '2024-01-01' AND id < 5",
             "UPDATE {t} SET v = v + 1 WHERE id % 3 = 0",
             MERGE,
-            "INSERT OVERWRITE {t} REPLACE WHERE date = '2024-01-01' "
+            "INSERT INTO {t} REPLACE WHERE date = '2024-01-01' "
             "SELECT id, '2024-01-01', 0.5 FROM range(900, 903)",
         ]
     ),
@@ -130,7 +130,7 @@ REFUSED: dict[str, tuple[str, str]] = {
 # Features deltatx reads; the value says whether it may also write (or must refuse, naming it).
 READ_FEATURES: dict[str, tuple[str, str | None]] = {
     "change-data-feed": (_create({"delta.enableChangeDataFeed": "true"}), None),
-    "check-constraint": (_create(NO_DV), None),
+    "check-constraint": (_create(NO_DV), "checkConstraints"),
     "generated-column": (
         _create(NO_DV, columns=f"{COLUMNS}, w DOUBLE GENERATED ALWAYS AS (v * 2)"),
         "generatedColumns",
