@@ -126,7 +126,6 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
     t0 = time.perf_counter()
     peer = DeltaSpark(master=master, conf=conf, log=os.path.join(workdir, "delta-spark.log"))
     log(f"delta-spark {peer.spark_version} session ready in {time.perf_counter() - t0:.1f} s")
-    peer.exec(PRELUDE + "globals().update({k: v for k, v in locals().items()})")
     ver = f"delta-spark 4.4.0 on Spark {peer.spark_version}"
     timer = Timer(spark)
     runs, warmup = sizes.runs, sizes.warmup
@@ -190,7 +189,7 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
         lambda: deltatx.write(one, dx_path), runs=max(runs, 5), warmup=warmup
     )
     ds = theirs(
-        "one = spark.range(1).selectExpr('id', \"'d0' AS day\", '0.5 AS v')\n"
+        "one = spark.range(1).selectExpr('id', \"'d0' AS day\", 'CAST(0.5 AS DOUBLE) AS v')\n"
         "result = measure(lambda: one.write.format('delta').mode('append').save(args['p']), "
         "runs=max(args['runs'], 5), warmup=args['warmup'])",
         p=ds_path,

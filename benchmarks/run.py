@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (under 5 minutes)")
-    parser.add_argument("--only", choices=("metadata", "spark", "peer"), help="one part of the suite")
+    parser.add_argument(
+        "--only", choices=("metadata", "spark", "peer"), help="one part of the suite"
+    )
     parser.add_argument(
         "--out", help="results directory (default: benchmarks/results, quick: .../results/quick)"
     )
