@@ -101,9 +101,10 @@ READ: dict[str, Scenario] = {
             _create({**DV, "delta.checkpointInterval": "4"}),
             *(_insert(i * 5, 5) for i in range(2)),
             "DELETE FROM {t} WHERE id % 3 = 0",
+            _insert(100, 5),
         ],
         expect_dv=True,
-        expect_checkpoint=".0000000001.0000000002.parquet",
+        expect_checkpoint=".checkpoint.0000000001.",  # part 1 of a multi-part checkpoint
         conf=(("spark.databricks.delta.checkpoint.partSize", "2"),),
     ),
     "optimize-zorder-purge": Scenario(
