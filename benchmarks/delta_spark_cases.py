@@ -335,4 +335,9 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
         _row(f"snapshot load + detail(), {v} versions", f"{v} versions", dx, dx_jobs, ds, ver)
     )
     peer.close()
+    for row in rows:
+        ratio = f"{row.ratio:.2f}" if row.ratio is not None else "n/a"
+        ours_s = row.deltatx.stats.median if row.deltatx.stats else float("nan")
+        theirs_s = row.peer.stats.median if row.peer and row.peer.stats else float("nan")
+        log(f"case 10: {row.name}: deltatx {ours_s:.3f} s, delta-spark {theirs_s:.3f} s, {ratio}x")
     return rows
