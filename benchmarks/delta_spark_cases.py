@@ -5,7 +5,8 @@ peer test suite, ``tests/peer/engine.py``) and times its operations there; delta
 this process. Both start from the same Parquet source written once, both sessions get the same
 Spark settings (those of deltatx's local session: master, shuffle partitions, memory, time zone),
 and the two engines run one after the other, never at the same time. Tables an operation
-changes are copied fresh, untimed, before every run.
+changes are copied fresh, untimed, before every run, and each engine opens the copy (loads its
+snapshot) untimed too.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
     t0 = time.perf_counter()
     peer = DeltaSpark(master=master, conf=conf, log=os.path.join(workdir, "delta-spark.log"))
     log(f"delta-spark {peer.spark_version} session ready in {time.perf_counter() - t0:.1f} s")
-    ver = f"delta-spark 4.4.0 on Spark {peer.spark_version}"
+    ver = f"4.4.0 on Spark {peer.spark_version}"
     timer = Timer(spark)
     runs, warmup = sizes.runs, sizes.warmup
     rows: list[Row] = []
@@ -256,6 +257,7 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
                 "def setup():\n"
                 "    shutil.copytree(args['tpl'], _fresh(args['run']))\n"
                 "    clear_cache()\n"
+                "    DT.forPath(spark, args['run']).toDF()\n"
                 "result = measure(lambda: spark.sql(args['s']).collect(), setup=setup, "
                 "runs=args['runs'], warmup=args['warmup'])",
                 tpl=ds_tpl,
@@ -299,6 +301,7 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
             "def setup():\n"
             "    shutil.copytree(args['tpl'], _fresh(args['run']))\n"
             "    clear_cache()\n"
+            "    DT.forPath(spark, args['run']).toDF()\n"
             "result = measure(lambda: spark.sql(args['s']).collect(), setup=setup, "
             "runs=args['runs'], warmup=args['warmup'])",
             tpl=ds_tpl,
