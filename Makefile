@@ -3,7 +3,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck imports unit spark interop stress bench bench-quick docs chromium clean
+.PHONY: venv peer-venv demo test lint typecheck imports unit spark interop peer stress bench bench-quick docs chromium clean
+
+# delta-spark, the peer engine (issue 17): its jars are vendored beside the repository or named
+# by DELTATX_DELTA_SPARK_JARS. They need PySpark 4.2, so the peer suite runs delta-spark in an
+# environment of its own, built only when the jars are there (a fresh clone without them skips
+# the peer suite with a one-line reason).
+PEER_VENV := .venv-peer
+PEER_STAMP := $(PEER_VENV)/.installed
+DELTA_SPARK_JARS ?= $(or $(DELTATX_DELTA_SPARK_JARS),../shared/vendor/delta-spark)
+PEER_FOUND := $(wildcard $(DELTA_SPARK_JARS)/jars/delta-spark_*.jar $(DELTA_SPARK_JARS)/delta-spark_*.jar)
+PEER_DEPS := $(if $(PEER_FOUND),$(PEER_STAMP))
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltatx needs Python 3.11 or newer")'
@@ -13,6 +23,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+$(PEER_STAMP): tests/peer/requirements.txt
+	test -d $(PEER_VENV) || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/pip install --quiet --upgrade pip
+	$(PEER_VENV)/bin/pip install --quiet -r tests/peer/requirements.txt
+	touch $(PEER_STAMP)
+
+peer-venv: $(PEER_STAMP)
 
 demo: $(STAMP)
 	@$(BIN)/python -m deltatx.java_check
@@ -31,7 +49,7 @@ imports: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
-test: lint typecheck imports docs chromium
+test: lint typecheck imports docs chromium $(PEER_DEPS)
 	$(BIN)/pytest tests -q -p no:cacheprovider
 
 # The documentation site: mkdocs + mkdocstrings (API reference from the docstrings) -> site/.
@@ -53,12 +71,17 @@ chromium:
 		echo "chromium not found and apt-get not usable as root; the report test will skip"; \
 	fi
 
-stress: $(STAMP)
-	DELTATX_STRESS_FULL=1 $(BIN)/pytest tests/stress -q -s -p no:cacheprovider
+# The delta-spark side-by-side suite alone (skips with its reason when the jars are absent).
+peer: $(STAMP) $(PEER_DEPS)
+	$(BIN)/pytest tests/peer -q -p no:cacheprovider
+
+stress: $(STAMP) $(PEER_DEPS)
+	DELTATX_STRESS_FULL=1 DELTATX_PEER_APPEND_SECONDS=$${DELTATX_PEER_APPEND_SECONDS:-60} \
+		$(BIN)/pytest tests/stress tests/peer/test_blind_appends.py -q -s -p no:cacheprovider
 
 # Benchmarks (issue 7): deltatx next to delta-rs, plain Spark and the disk, measured in one
 # run. Full suite -> benchmarks/results/latest.{json,md}; quick -> benchmarks/results/quick/.
-bench: $(STAMP)
+bench: $(STAMP) $(PEER_DEPS)
 	@$(BIN)/python -m deltatx.java_check
 	$(BIN)/python -m benchmarks.run
 
@@ -67,4 +90,4 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.run --quick
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info src/*.egg-info site test-output
+	rm -rf $(VENV) $(PEER_VENV) build dist *.egg-info src/*.egg-info site test-output

@@ -1,4 +1,4 @@
-"""Runs the suite: ``python -m benchmarks.run [--quick] [--only metadata|spark]``.
+"""Runs the suite: ``python -m benchmarks.run [--quick] [--only metadata|spark|peer]``.
 
 Writes ``<out>/latest.json``, ``<out>/latest.md`` and ``<out>/plots/*.png``.
 """
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (under 5 minutes)")
     parser.add_argument(
         "--only",
-        choices=("metadata", "spark", "contention"),
-        help="one half of the suite, or only case 10 (contended DML with re-execution)",
+        choices=("metadata", "spark", "contention", "peer"),
+        help="one part of the suite, or only case 10 (contended DML with re-execution)",
     )
     parser.add_argument(
         "--out", help="results directory (default: benchmarks/results, quick: .../results/quick)"
@@ -77,6 +77,11 @@ def main(argv: list[str] | None = None) -> int:
                     "10 million of the issue, so that the full suite finishes in about 10 "
                     "minutes on this machine; the ratio is what the goal is about."
                 )
+        if args.only in (None, "peer"):
+            from benchmarks import delta_spark_cases
+
+            peer_sizes = delta_spark_cases.QUICK if args.quick else delta_spark_cases.FULL
+            rows += delta_spark_cases.run_all(workdir, peer_sizes, _log)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -13,7 +13,7 @@ import pytest
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.fspath)
-        for folder in ("spark", "interop", "stress"):
+        for folder in ("spark", "interop", "stress", "peer"):
             if f"/tests/{folder}/" in path:
                 item.add_marker(getattr(pytest.mark, folder))
 

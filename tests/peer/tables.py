@@ -1,0 +1,57 @@
+"""Helpers shared by the peer tests: rows in a comparable form and a look at the raw log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltatx import DeltaTable
+
+
+def canonical(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows as sorted JSON strings, the form both engines' answers are compared in."""
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+
+
+def ours(spark: SparkSession, path: str, version: int | None = None) -> list[str]:
+    """deltatx's rows of the table at ``version`` (latest if None)."""
+    df = DeltaTable.for_path(spark, path).to_df(version=version)
+    return canonical([r.asDict(recursive=True) for r in df.collect()])
+
+
+def events(spark: SparkSession, start: int, n: int, day: str = "2024-01-01") -> DataFrame:
+    """``n`` rows ``id, date, v`` from ``start``, all on ``day``."""
+    return spark.range(start, start + n).select(
+        F.col("id"), F.lit(day).alias("date"), (F.col("id") * 1.5).alias("v")
+    )
+
+
+def log_actions(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every action of every commit file as (version, action), read straight from the JSON."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for f in sorted((Path(path) / "_delta_log").glob("*.json")):
+        if not f.stem.isdigit():
+            continue
+        for line in f.read_text().splitlines():
+            if line.strip():
+                out.append((int(f.stem), json.loads(line)))
+    return out
+
+
+def latest_version(path: str) -> int:
+    """The newest commit file's version."""
+    return max(v for v, _ in log_actions(path))
+
+
+def has_deletion_vectors(path: str) -> bool:
+    """Whether any add in the log carries a deletion vector."""
+    return any("deletionVector" in a.get("add", {}) for _, a in log_actions(path) if "add" in a)
+
+
+def checkpoints(path: str) -> list[str]:
+    """Names of the checkpoint files in the log folder."""
+    return sorted(p.name for p in (Path(path) / "_delta_log").glob("*.checkpoint*"))
