@@ -143,8 +143,8 @@ def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> 
         files = [f for p in reader.partitions() for f in p.files]  # type: ignore[attr-defined]
         assert [f.deletion_vector.cardinality for f in files] == [deleted]
         sizes[deleted] = _partition_bytes(path)
-        snapshot = DeltaLog.for_table(str(path)).snapshot()
-        row_filter = live_rows_filter(snapshot.log, snapshot.add_files())
+        log = DeltaLog.for_table(str(path))
+        row_filter = live_rows_filter(log, log.snapshot().add_files())
         closures[deleted] = len(cloudpickle.dumps(row_filter))
         # A deleted row reads as gone through both paths.
         assert spark.read.format("delta").load(str(path)).count() == 100_000 - deleted
