@@ -279,31 +279,27 @@ class Transaction:
         self, version: int, *, allow_missing_files: bool = False
     ) -> RestoreMetrics:
         """Stages a RESTORE to ``version``."""
-        return cast(
-            RestoreMetrics,
-            self._stage(
-                StatementKind.RESTORE,
-                lambda spark, txn: stage_restore(
-                    txn, version=version, allow_missing_files=allow_missing_files
-                ),
-                None,
-            ),
-        )
+        return self._restore(version=version, allow_missing_files=allow_missing_files)
 
     def restore_to_timestamp(
         self, timestamp: Timestamp, *, allow_missing_files: bool = False
     ) -> RestoreMetrics:
         """Stages a RESTORE to the version current at ``timestamp``."""
-        return cast(
-            RestoreMetrics,
-            self._stage(
-                StatementKind.RESTORE,
-                lambda spark, txn: stage_restore(
-                    txn, timestamp=timestamp, allow_missing_files=allow_missing_files
-                ),
-                None,
-            ),
-        )
+        return self._restore(timestamp=timestamp, allow_missing_files=allow_missing_files)
+
+    def _restore(
+        self,
+        *,
+        version: int | None = None,
+        timestamp: Timestamp | None = None,
+        allow_missing_files: bool,
+    ) -> RestoreMetrics:
+        def work(spark: SparkSession, txn: OptimisticTransaction) -> RestoreMetrics:
+            return stage_restore(
+                txn, version=version, timestamp=timestamp, allow_missing_files=allow_missing_files
+            )
+
+        return cast(RestoreMetrics, self._stage(StatementKind.RESTORE, work, None))
 
     def run(
         self,

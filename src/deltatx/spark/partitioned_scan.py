@@ -21,18 +21,12 @@ from pyspark.sql import DataFrame, SparkSession
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import PrimitiveType, StructType
 from deltatx.spark.schema import quote_column, to_spark_schema
-from deltatx.spark.write import HIVE_DEFAULT_PARTITION, TableLocation
+from deltatx.spark.write import HIVE_DEFAULT_PARTITION, TableLocation, escape_partition_name
 
 # Partition types whose directory text Spark casts back to exactly the log's value.
 _EXACT_TYPES = frozenset({"string", "byte", "short", "integer", "long", "date", "boolean"})
-# Characters Spark escapes in partition directory names (plus control characters).
-_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-def _escape(text: str) -> str:
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text)
 
 
 def _directories(add: AddFile, columns: Sequence[str]) -> str:
@@ -40,8 +34,10 @@ def _directories(add: AddFile, columns: Sequence[str]) -> str:
     parts = []
     for column in columns:
         value = lowered.get(column.lower())
-        text = HIVE_DEFAULT_PARTITION if value is None or value == "" else _escape(value)
-        parts.append(f"{_escape(column)}={text}")
+        text = (
+            HIVE_DEFAULT_PARTITION if value is None or value == "" else escape_partition_name(value)
+        )
+        parts.append(f"{escape_partition_name(column)}={text}")
     return "/".join(parts)
 
 

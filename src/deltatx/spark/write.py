@@ -123,6 +123,17 @@ def uri_path_key(spark_uri: str) -> str:
     return encode_uri_path(path)
 
 
+# Characters Spark escapes in partition directory names (plus control characters), as %XX.
+_PARTITION_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
+
+
+def escape_partition_name(text: str) -> str:
+    """A partition column name or value as Spark spells it in a directory name."""
+    return "".join(
+        f"%{ord(c):02X}" if c in _PARTITION_ESCAPED or ord(c) < 0x20 else c for c in text
+    )
+
+
 def unescape_partition_name(text: str) -> str:
     """Reverses Spark's ``%XX`` escaping of partition directory names."""
     return _SPARK_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)

@@ -51,7 +51,13 @@ from deltatx.spark.datasource.reader import FileTask, _FileReader
 from deltatx.spark.datasource.save import SAVE_MODE_OPTION
 from deltatx.spark.schema import check_write_schema, to_spark_schema
 from deltatx.spark.stats import file_stats_json
-from deltatx.spark.write import TableLocation, encode_uri_path, resolve_partition_columns
+from deltatx.spark.write import (
+    HIVE_DEFAULT_PARTITION,
+    TableLocation,
+    encode_uri_path,
+    escape_partition_name,
+    resolve_partition_columns,
+)
 
 WRITE_OPTIONS = frozenset(
     {
@@ -67,9 +73,6 @@ WRITE_OPTIONS = frozenset(
     }
 )
 """The writer's options (matched case-insensitively)."""
-
-# Characters Spark escapes in partition directory names (plus controls), as %XX.
-_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,10 +347,6 @@ def _on_disk(add_path: str) -> str:
 # --- writing files in a task --------------------------------------------------------------------
 
 
-def _escape(text: str) -> str:
-    return "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in text)
-
-
 def partition_value_text(value: Any) -> str | None:
     """A partition value as the log spells it (timestamps in UTC, with microseconds)."""
     if value is None:
@@ -432,7 +431,8 @@ class _TaskFiles:
         entry = self.open.get(values)
         if entry is None:
             dirs = [
-                f"{_escape(c)}={'__HIVE_DEFAULT_PARTITION__' if v is None else _escape(v)}"
+                f"{escape_partition_name(c)}="
+                f"{HIVE_DEFAULT_PARTITION if v is None else escape_partition_name(v)}"
                 for c, v in zip(self.plan.partition_columns, values, strict=True)
             ]
             name = f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
