@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from deltatx.cli_format import human_size, iso_time, pairs, short_time
 from deltatx.errors import (
     ConcurrentModificationException,
     DeltaError,
@@ -53,54 +52,6 @@ def _open(path: str) -> DeltaLog:
     if not log.table_exists():
         raise TableNotFoundError(f"there is no Delta table at {path}")
     return log
-
-
-def _iso(millis: int) -> str:
-    """A Delta timestamp (milliseconds since the epoch) as ISO 8601 with its time zone."""
-    return datetime.fromtimestamp(millis / 1000, UTC).isoformat(timespec="milliseconds")
-
-
-def _short_time(millis: int) -> str:
-    return datetime.fromtimestamp(millis / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def human_size(num_bytes: int | None) -> str:
-    """``1536`` -> ``"1.5 KiB"``: binary units, one decimal from KiB up."""
-    if num_bytes is None:
-        return ""
-    size = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} PiB"  # pragma: no cover - the loop returns at TiB
-
-
-def _compact(value: Any) -> str:
-    """One value of operationParameters, without Python's quoting: JSON for structures."""
-    if isinstance(value, str):
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            return value
-        if isinstance(decoded, list | dict):
-            value = decoded
-        else:
-            return value
-    if isinstance(value, list | dict):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
-
-
-def _pairs(values: Mapping[str, Any] | None, *, skip_zero: bool = False) -> str:
-    if not values:
-        return ""
-    shown = [
-        f"{k}={_compact(v)}"
-        for k, v in sorted(values.items())
-        if v is not None and not (skip_zero and str(v) == "0")
-    ]
-    return "\n".join(shown)
 
 
 def _emit(rows: list[dict[str, Any]], as_json: bool, title: str) -> None:
@@ -145,7 +96,7 @@ def history(
         rows.append(
             {
                 "version": e.version,
-                "timestamp": _iso(e.timestamp),
+                "timestamp": iso_time(e.timestamp),
                 "operation": None if ci is None else ci.operation,
                 "operationParameters": None if ci is None else ci.operation_parameters,
                 "readVersion": None if ci is None else ci.read_version,
@@ -174,9 +125,9 @@ def history(
     else:
         grid.add_column("parameters, then metrics (non-zero)", overflow="fold", ratio=1)
     for r in rows:
-        params = _pairs(r["operationParameters"])
-        metrics = _pairs(r["operationMetrics"], skip_zero=True)
-        when = _short_time(r["_millis"])
+        params = pairs(r["operationParameters"])
+        metrics = pairs(r["operationMetrics"], skip_zero=True)
+        when = short_time(r["_millis"])
         if wide:
             read = r["readVersion"]
             blind = " (blind append)" if r["isBlindAppend"] else ""
@@ -306,7 +257,7 @@ def files(
     for r in rows:
         cells = [r["path"]]
         if snap.partition_columns:
-            cells.append(_pairs(r["partitionValues"]).replace("\n", ", "))
+            cells.append(pairs(r["partitionValues"]).replace("\n", ", "))
         cells += [
             human_size(r["size"]),
             "" if r["numRecords"] is None else f"{r['numRecords']:,}",
