@@ -2,12 +2,36 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# The S3 tests talk to an S3 API server on loopback. Its address and credentials are set here,
+# before any Spark session or writer process starts, so that the executors' Python workers and
+# child processes inherit them (the AWS variables are how every process finds its store).
+S3_PORT = _free_port()
+os.environ.update(
+    {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{S3_PORT}",
+        "AWS_ACCESS_KEY_ID": "deltatx-test",
+        "AWS_SECRET_ACCESS_KEY": "deltatx-test-secret",
+        "AWS_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -53,3 +77,26 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str,
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """moto's S3 API server on loopback for the whole session; yields its endpoint URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=S3_PORT, verbose=False)
+    server.start()
+    try:
+        yield os.environ["AWS_ENDPOINT_URL"]
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_table(s3_server: str) -> str:
+    """A table root on a fresh bucket of the loopback S3 server (``s3://bucket/table``)."""
+    from deltatx.storage.s3 import shared_client_and_filesystem
+
+    bucket = f"t-{uuid.uuid4().hex[:20]}"
+    shared_client_and_filesystem()[0].create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/table"

@@ -13,7 +13,7 @@ from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 from deltatx.spark.datasource.filters import conjunction, to_predicate
 from deltatx.spark.datasource.reader import FilesPartition, plan_partitions
-from deltatx.spark.datasource.writer import partition_value_text
+from deltatx.spark.partition_dirs import partition_value_text
 
 SCHEMA = StructType(
     (

@@ -18,7 +18,13 @@ from urllib.parse import unquote
 from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
 
 # The stores a table may live on today. A scheme is added here when its storage is built.
-SUPPORTED_SCHEMES = frozenset({"file"})
+SUPPORTED_SCHEMES = frozenset({"file", "s3", "s3a"})
+
+# Object stores with conditional writes of their own that a Location is designed to take, but
+# that no test covers yet: refused with a message saying so.
+DESIGNED_SCHEMES = frozenset({"gs", "abfs", "abfss", "wasb", "wasbs", "az", "azure", "adl"})
+
+_OBJECT_SCHEMES = frozenset({"s3", "s3a"})
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
@@ -71,13 +77,41 @@ def table_root(uri: str) -> str:
     scheme = scheme_of(uri)
     if scheme is None:
         return _normal(posixpath.abspath(uri))
+    if scheme in DESIGNED_SCHEMES:
+        raise UnsupportedFeatureError(
+            f"{uri!r}: tables on {scheme}:// storage are not supported yet; Google Cloud "
+            "Storage and Azure Blob Storage are designed to slot in beside S3 with their own "
+            "conditional writes, but are not yet tested. Nothing was written.",
+            feature=f"storage:{scheme}",
+        )
     if scheme not in SUPPORTED_SCHEMES:
         raise UnsupportedFeatureError(
             f"{uri!r}: tables on {scheme}:// storage are not supported yet; deltatx reads and "
-            "writes tables on the local filesystem (a path or a file: URI). Nothing was written.",
+            "writes tables on the local filesystem (a path or a file: URI) and on S3 (s3:// or "
+            "s3a://). Nothing was written.",
             feature=f"storage:{scheme}",
         )
+    if scheme in _OBJECT_SCHEMES:
+        return object_uri(uri)
     return _file_uri_path(uri)
+
+
+def object_uri(uri: str) -> str:
+    """The canonical location of an ``s3://`` or ``s3a://`` URI: ``s3://bucket/key``, decoded.
+
+    ``s3a://`` is Hadoop's name for the same objects, so both spell one location.
+
+    Raises:
+        InvalidArgumentError: The URI names no bucket, or its key climbs with ``..``.
+    """
+    rest = unquote(uri.split("://", 1)[1]) if "://" in uri else ""
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise InvalidArgumentError(f"{uri!r}: an s3:// URI must name a bucket (s3://bucket/key)")
+    parts = [p for p in key.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise InvalidArgumentError(f"{uri!r}: an object key must not contain '..' segments")
+    return "/".join([f"s3://{bucket}", *parts])
 
 
 def resolve(path: str, *, root: str) -> str:
@@ -93,11 +127,19 @@ def resolve(path: str, *, root: str) -> str:
     scheme = scheme_of(path)
     if scheme == "file":
         return _file_uri_path(path)
+    if scheme in _OBJECT_SCHEMES:
+        return object_uri(path)
     if scheme is not None:
         return path.rstrip("/")
     decoded = unquote(path)
-    if decoded.startswith("/"):
+    if decoded.startswith("/") and scheme_of(root) is None:
         return _normal(decoded)
+    if scheme_of(root) is not None:
+        # Under an object store root, a path is a key below it (or, absolute, below the bucket).
+        prefix, _, tail = root.partition("://")
+        bucket, _, key = tail.partition("/")
+        joined = _normal(decoded if decoded.startswith("/") else f"/{key}/{decoded}")
+        return f"{prefix}://{bucket}{joined.rstrip('/')}"
     return _normal(f"{root}/{decoded}")
 
 

@@ -20,8 +20,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import PrimitiveType, StructType
+from deltatx.spark.arrow_files import spark_reaches
+from deltatx.spark.partition_dirs import HIVE_DEFAULT_PARTITION, escape_partition_name
 from deltatx.spark.schema import quote_column, to_spark_schema
-from deltatx.spark.write import HIVE_DEFAULT_PARTITION, TableLocation, escape_partition_name
+from deltatx.spark.write import TableLocation
 
 # Partition types whose directory text Spark casts back to exactly the log's value.
 _EXACT_TYPES = frozenset({"string", "byte", "short", "integer", "long", "date", "boolean"})
@@ -66,6 +68,8 @@ def partition_discovery_frame(
         if field.type.name not in _EXACT_TYPES:
             return None
     location = TableLocation.parse(table_path)
+    if not spark_reaches(spark, location.location):
+        return None
     paths: list[str] = []
     for add in files:
         if _SCHEME.match(add.path) or add.path.startswith("/"):

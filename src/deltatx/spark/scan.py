@@ -21,6 +21,8 @@ from pyspark.sql import types as T
 from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import StructType
+from deltatx.spark import arrow_files
+from deltatx.spark.arrow_files import spark_reaches, spark_uri
 from deltatx.spark.schema import quote_column, to_spark_schema
 from deltatx.spark.write import resolve_partition_columns, uri_path_key
 from deltatx.storage.location import Location
@@ -97,7 +99,12 @@ def files_to_dataframe(
     # Relative paths must stay inside the root (a crafted log must not read other files).
     locations = [location.file(f.path, what="data file") for f in files]
     location.refuse_links_out(locations, what="data file")
-    spark_paths = ["file://" + loc for loc in locations]
+    if not spark_reaches(spark, location):
+        rows = arrow_files.read_files(spark, location, locations, to_spark_schema(data_schema))
+        return _with_partition_values(
+            rows, files, schema, columns, row_filter=row_filter, with_address=with_address
+        )
+    spark_paths = [spark_uri(location, loc) for loc in locations]
     keys = [uri_path_key(p) for p in spark_paths]
     # Keyed by path alone, a file listed twice (even once relative, once absolute) would have
     # its rows joined twice.
@@ -154,6 +161,36 @@ def files_to_dataframe(
             output.append(F.col(quote_column(field.name)))
     if with_address:
         output += [file_index.alias(FILE_INDEX_COLUMN), F.col(_ROW_INDEX).alias(ROW_INDEX_COLUMN)]
+    return rows.select(*output)
+
+
+def _with_partition_values(
+    rows: DataFrame,
+    files: Sequence[AddFile],
+    schema: StructType,
+    columns: Sequence[str],
+    *,
+    row_filter: RowFilter | None,
+    with_address: bool,
+) -> DataFrame:
+    """Rows that already carry their file index and row index, given their partition values."""
+    file_index = F.col(arrow_files.FILE_INDEX)
+    row_index = F.col(arrow_files.ROW_INDEX)
+    if row_filter is not None:
+        rows = row_filter(rows, file_index, row_index)
+    spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
+    by_file = [_partition_values(add, columns) for add in files]
+    output: list[Column] = []
+    for field in schema.fields:
+        if field.name in columns:
+            at = columns.index(field.name)
+            values = F.array(*[F.lit(v[at]).cast("string") for v in by_file])
+            value = F.element_at(values, (file_index + 1).cast("int"))
+            output.append(value.cast(spark_types[field.name]).alias(field.name))
+        else:
+            output.append(F.col(quote_column(field.name)))
+    if with_address:
+        output += [file_index.alias(FILE_INDEX_COLUMN), row_index.alias(ROW_INDEX_COLUMN)]
     return rows.select(*output)
 
 

@@ -27,6 +27,12 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.log_paths import STAGING_PREFIX
 from deltatx.kernel.schema import PrimitiveType, StructType
 from deltatx.progress import step
+from deltatx.spark import arrow_files
+from deltatx.spark.arrow_files import spark_reaches, spark_uri
+from deltatx.spark.partition_dirs import (
+    HIVE_DEFAULT_PARTITION,
+    unescape_partition_name,
+)
 from deltatx.spark.schema import (
     NOT_NULL_VIOLATION_MARKER,
     check_write_schema,
@@ -36,13 +42,9 @@ from deltatx.spark.schema import (
 from deltatx.spark.stats import file_stats_json
 from deltatx.storage.location import Location
 
-HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-"""The directory-name value Spark writes for a NULL partition value."""
-
 _PUBLISH_THREADS = 16
 _TIMESTAMP_TYPE_KEY = "spark.sql.parquet.outputTimestampType"
 _SCHEME_AND_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
-_SPARK_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 # Characters java.net.URI leaves as they are in a path: letters, digits, the unreserved marks,
 # the punctuation a path may hold, and '/'. Everything else ASCII is percent-encoded.
 _URI_PATH_SAFE = frozenset(
@@ -65,21 +67,24 @@ class TableLocation:
         fs: The pyarrow filesystem holding the table.
         root: The root's path within ``fs``, without a trailing ``/``.
         spark_root: The root as a URI for Spark, without a trailing ``/``.
+        location: The table's place on storage.
     """
 
     fs: pafs.FileSystem
     root: str
     spark_root: str
+    location: Location
 
     @classmethod
     def parse(cls, table_path: str) -> TableLocation:
-        """The table root of a local path or ``file:`` URI, as storage resolves it.
+        """The table root of a path or URI, as storage resolves it.
 
         Raises:
             UnsupportedFeatureError: The URI names a store deltatx cannot use yet.
         """
         location = Location.of(table_path)
-        return cls(location.fs, location.root.rstrip("/"), location.uri.rstrip("/"))
+        root = location.root.rstrip("/")
+        return cls(location.fs, location.fs_path(root), spark_uri(location, root), location)
 
     def fs_path(self, relative: str) -> str:
         """The pyarrow path of a file given by its on-disk path relative to the root."""
@@ -121,22 +126,6 @@ def uri_path_key(spark_uri: str) -> str:
     path = _SCHEME_AND_AUTHORITY.sub("", spark_uri)
     path = re.sub(r"/{2,}", "/", path)
     return encode_uri_path(path)
-
-
-# Characters Spark escapes in partition directory names (plus control characters), as %XX.
-_PARTITION_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^")
-
-
-def escape_partition_name(text: str) -> str:
-    """A partition column name or value as Spark spells it in a directory name."""
-    return "".join(
-        f"%{ord(c):02X}" if c in _PARTITION_ESCAPED or ord(c) < 0x20 else c for c in text
-    )
-
-
-def unescape_partition_name(text: str) -> str:
-    """Reverses Spark's ``%XX`` escaping of partition directory names."""
-    return _SPARK_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
 
 
 # --- partition values -------------------------------------------------------------------------
@@ -278,6 +267,15 @@ def write_files(
     spark = df.sparkSession
     ensure_micros_timestamps(spark)
     location = TableLocation.parse(table_path)
+    if not spark_reaches(spark, location.location):
+        return _write_with_arrow(
+            conform_to_schema(df, schema),
+            location,
+            columns=columns,
+            schema=schema,
+            data_change=data_change,
+            target_file_rows=target_file_rows,
+        )
     staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = location.fs_path(staging_rel)
 
@@ -305,6 +303,45 @@ def write_files(
     finally:
         if location.fs.get_file_info(staging).type != pafs.FileType.NotFound:
             location.fs.delete_dir(staging)
+
+
+def _write_with_arrow(
+    df: DataFrame,
+    location: TableLocation,
+    *,
+    columns: Sequence[str],
+    schema: StructType,
+    data_change: bool,
+    target_file_rows: int | None,
+) -> list[AddFile]:
+    """The write where Spark cannot reach the store: pyarrow writes the files in the tasks."""
+    try:
+        step("writing")
+        written = arrow_files.write_files(
+            df, location.location, partition_columns=columns, target_file_rows=target_file_rows
+        )
+    except Exception as exc:
+        _raise_not_null_violation(exc)
+        raise
+    partition_set = set(columns)
+    data_schema = StructType(tuple(f for f in schema.fields if f.name not in partition_set))
+
+    def describe(entry: tuple[str, dict[str, str | None]]) -> AddFile:
+        rel, values = entry
+        target = location.fs_path(rel)
+        metadata = pq.read_metadata(target, filesystem=location.fs)
+        info = location.fs.get_file_info(target)
+        return AddFile(
+            path=encode_uri_path(rel),
+            partition_values=values,
+            size=info.size,
+            modification_time=info.mtime_ns // 1_000_000,
+            data_change=data_change,
+            stats=file_stats_json(metadata, data_schema),
+        )
+
+    with ThreadPoolExecutor(max_workers=_PUBLISH_THREADS) as pool:
+        return list(pool.map(describe, written))
 
 
 def _raise_not_null_violation(exc: Exception) -> None:
@@ -384,7 +421,7 @@ def _publish(
     produced.sort()
     parents = sorted({rel.rpartition("/")[0] for rel in produced} - {""})
     # A partition directory that is a link out of the root would publish files elsewhere.
-    Location.of(location.root).refuse_links_out(
+    location.location.refuse_links_out(
         [location.fs_path(rel) for rel in produced], what="partition"
     )
     for parent in parents:

@@ -6,9 +6,10 @@ write-if-absent is the commit primitive, and the pyarrow filesystem for bulk dat
 (Parquet footers, moving freshly written files). Nothing outside the storage layer spells
 ``file:``, decodes a path or calls ``os`` on a table file: it asks the Location.
 
-Only the local filesystem is built. Another store (an object store with conditional PUT)
-slots in as another :class:`LogStore` and filesystem chosen in :meth:`Location.of`; every
-other URI scheme is refused by name there, before anything is written.
+The local filesystem and S3 (``s3://``, ``s3a://``; see :mod:`deltatx.storage.s3`) are built.
+Another object store with conditional writes slots in as another :class:`LogStore` and
+filesystem chosen in :meth:`Location.of`; every other URI scheme is refused by name there,
+before anything is written.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from deltatx.kernel.file_paths import (
 from deltatx.kernel.log_paths import LOG_DIR
 from deltatx.storage.local import LocalLogStore
 from deltatx.storage.log_store import FileStatus, LogStore
+from deltatx.storage.s3 import S3LogStore, shared_client_and_filesystem
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class Location:
 
     @classmethod
     def of(cls, uri: str, *, store: LogStore | None = None) -> Location:
-        """Resolves a table URI: a local path or a ``file:`` URI.
+        """Resolves a table URI: a local path, a ``file:`` URI, or an ``s3://`` (``s3a://``) URI.
 
         Args:
             uri: The table root as the user gave it.
@@ -62,7 +64,19 @@ class Location:
             InvalidArgumentError: The path is empty or the URI is malformed.
         """
         root = table_root(uri)
+        if scheme_of(root) == "s3":
+            fs = shared_client_and_filesystem()[1]
+            return cls(root, store if store is not None else S3LogStore(), fs)
         return cls(root, store if store is not None else LocalLogStore(), pafs.LocalFileSystem())
+
+    @property
+    def on_object_store(self) -> bool:
+        """Whether the table lives on an object store (S3) rather than a filesystem."""
+        return scheme_of(self.root) is not None
+
+    def fs_path(self, location: str) -> str:
+        """The path of a canonical location within :attr:`fs` (``bucket/key`` on S3)."""
+        return location.split("://", 1)[1] if self.on_object_store else location
 
     def with_store(self, store: LogStore) -> Location:
         """The same root over another store (an overlay that keeps writes in memory)."""
@@ -70,8 +84,8 @@ class Location:
 
     @property
     def uri(self) -> str:
-        """The root as a URI, for engines that address files by URI (Spark)."""
-        return "file://" + self.root
+        """The root as a URI (``file://...`` or ``s3://...``)."""
+        return self.root if self.on_object_store else "file://" + self.root
 
     @property
     def log_dir(self) -> str:
@@ -88,7 +102,8 @@ class Location:
         """The canonical location of a file path found in the log.
 
         Relative paths (percent-encoded) must resolve inside the root; absolute paths and
-        ``file:`` URIs may point anywhere on the local filesystem, as the protocol allows.
+        ``file:`` URIs may point anywhere on the local filesystem, as the protocol allows (and
+        ``s3://`` URIs anywhere on S3, for a table on S3).
 
         Args:
             path: The path as the log has it.
@@ -109,7 +124,13 @@ class Location:
                     f"{what} {path!r} resolves to {location}, outside the table root "
                     f"{self.root}; a relative path must stay inside the table"
                 )
-        elif (scheme := scheme_of(location)) is not None:
+        elif self.on_object_store and scheme_of(location) is None:
+            raise UnsupportedFeatureError(
+                f"{what} {path!r} is on the local filesystem, which a table on "
+                f"{self.root} cannot read from",
+                feature="storage:file",
+            )
+        elif (scheme := scheme_of(location)) is not None and scheme != scheme_of(self.root):
             raise UnsupportedFeatureError(
                 f"{what} {path!r} is on {scheme}:// storage, which deltatx cannot read yet",
                 feature=f"storage:{scheme}",

@@ -13,7 +13,7 @@ from deltatx.log.transaction import OptimisticTransaction
 from deltatx.storage import LocalLogStore, Location, MemoryLogStore
 from deltatx.storage.log_store import FileAlreadyExistsError
 
-REMOTE = ["s3://bucket/x", "s3a://bucket/x", "gs://b/x", "abfss://c@acct/x", "hdfs://nn/x"]
+REMOTE = ["gs://b/x", "abfss://c@acct/x", "hdfs://nn/x"]
 
 
 def test_a_local_path_and_its_file_uris_are_one_location(tmp_path: Path) -> None:

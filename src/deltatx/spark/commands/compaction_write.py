@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
@@ -33,6 +33,8 @@ from deltatx.kernel.log_paths import STAGING_PREFIX
 from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark import arrow_files
+from deltatx.spark.arrow_files import spark_reaches
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.schema import quote_column
@@ -95,6 +97,8 @@ def write_bins(
     )
     ensure_micros_timestamps(spark)
     location = TableLocation.parse(txn.log.table_path)
+    if not spark_reaches(spark, location.location):
+        return _write_bins_with_arrow(txn, location, bins, ordered, data_schema)
     staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = location.fs_path(staging_rel)
     try:
@@ -142,21 +146,36 @@ def _publish_bin(
     target_dir = _target_dir(sources[0])
     if target_dir:
         fs.create_dir(location.fs_path(target_dir), recursive=True)
-    counts = [(f.path, live_rows(txn, f), f.deletion_vector) for f in sources]
-    published: list[AddFile] = []
+    published: list[str] = []
     for source in sorted(paths):
-        metadata = pq.read_metadata(source, filesystem=fs)
-        if metadata.num_rows == 0:
+        if pq.read_metadata(source, filesystem=fs).num_rows == 0:
             continue
         # Spark numbers files by task, and two bins may share a task (and so a name, once
         # out of their bin directories); number them by bin instead.
         name = _TASK_NUMBER.sub(f"part-{index:05d}", source.rpartition("/")[2], count=1)
         rel = f"{target_dir}/{name}" if target_dir else name
+        fs.move(source, location.fs_path(rel))
+        published.append(rel)
+    return _describe_bin(txn, location, sources, published, data_schema)
+
+
+def _describe_bin(
+    txn: OptimisticTransaction,
+    location: TableLocation,
+    sources: Sequence[AddFile],
+    rels: Sequence[str],
+    data_schema: StructType,
+) -> list[AddFile]:
+    """The ``add`` actions of a bin's published outputs, tagged when they trace back."""
+    fs = location.fs
+    counts = [(f.path, live_rows(txn, f), f.deletion_vector) for f in sources]
+    out: list[AddFile] = []
+    for rel in rels:
         target = location.fs_path(rel)
-        fs.move(source, target)
+        metadata = pq.read_metadata(target, filesystem=fs)
         info = fs.get_file_info(target)
-        traced = len(paths) == 1 and metadata.num_rows == sum(n for _, n, _ in counts)
-        published.append(
+        traced = len(rels) == 1 and metadata.num_rows == sum(n for _, n, _ in counts)
+        out.append(
             AddFile(
                 path=encode_uri_path(rel),
                 partition_values=dict(sources[0].partition_values),
@@ -167,4 +186,29 @@ def _publish_bin(
                 tags={SOURCES_TAG: encode_sources(counts)} if traced else None,
             )
         )
-    return published
+    return out
+
+
+def _write_bins_with_arrow(
+    txn: OptimisticTransaction,
+    location: TableLocation,
+    bins: Sequence[Sequence[AddFile]],
+    ordered: DataFrame,
+    data_schema: StructType,
+) -> list[AddFile]:
+    """The bins written by pyarrow in the tasks, where Spark cannot reach the store.
+
+    Each task writes each of its bins as one file, straight into the bin's target directory.
+    """
+    directories = {i: _target_dir(b[0]) for i, b in enumerate(bins)}
+    written = arrow_files.write_files(
+        ordered, location.location, group_column=_BIN, group_directories=directories
+    )
+    by_bin: dict[int, list[str]] = {}
+    for rel, group in written:
+        by_bin.setdefault(int(group[_BIN] or 0), []).append(rel)
+    return [
+        add
+        for index, rels in sorted(by_bin.items())
+        for add in _describe_bin(txn, location, bins[index], rels, data_schema)
+    ]

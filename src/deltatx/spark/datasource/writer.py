@@ -19,8 +19,6 @@ import contextlib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -49,15 +47,10 @@ from deltatx.spark.commands.common import (
 from deltatx.spark.datasource import check_options, table_path
 from deltatx.spark.datasource.reader import FileTask, _FileReader
 from deltatx.spark.datasource.save import SAVE_MODE_OPTION
+from deltatx.spark.partition_dirs import partition_directories, partition_value_text
 from deltatx.spark.schema import check_write_schema, to_spark_schema
 from deltatx.spark.stats import file_stats_json
-from deltatx.spark.write import (
-    HIVE_DEFAULT_PARTITION,
-    TableLocation,
-    encode_uri_path,
-    escape_partition_name,
-    resolve_partition_columns,
-)
+from deltatx.spark.write import TableLocation, encode_uri_path, resolve_partition_columns
 
 WRITE_OPTIONS = frozenset(
     {
@@ -347,23 +340,6 @@ def _on_disk(add_path: str) -> str:
 # --- writing files in a task --------------------------------------------------------------------
 
 
-def partition_value_text(value: Any) -> str | None:
-    """A partition value as the log spells it (timestamps in UTC, with microseconds)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return str(value)
-
-
 class _TaskFiles:
     """The open Parquet files of one task, one per partition value."""
 
@@ -430,11 +406,7 @@ class _TaskFiles:
     def _write(self, values: tuple[str | None, ...], table: pa.Table) -> None:
         entry = self.open.get(values)
         if entry is None:
-            dirs = [
-                f"{escape_partition_name(c)}="
-                f"{HIVE_DEFAULT_PARTITION if v is None else escape_partition_name(v)}"
-                for c, v in zip(self.plan.partition_columns, values, strict=True)
-            ]
+            dirs = partition_directories(self.plan.partition_columns, values)
             name = f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
             relative = "/".join([*dirs, name])
             if dirs:
