@@ -194,6 +194,8 @@ class _TaskWriter:
         self.dirs = dirs
         self.max_rows = max_rows
         self.open: dict[tuple[Any, ...], tuple[str, pq.ParquetWriter, int]] = {}
+        # The writer does not close a stream it was given; on S3 the upload ends at close.
+        self.sinks: dict[str, Any] = {}
         self.done: list[tuple[str, dict[str, str | None]]] = []
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -232,6 +234,7 @@ class _TaskWriter:
                 sink = self.location.fs.open_output_stream(
                     self.location.fs_path(self.location.child(rel))
                 )
+                self.sinks[rel] = sink
                 entry = (rel, pq.ParquetWriter(sink, table.schema, compression="snappy"), 0)
             rel, writer, written = entry
             room = table.num_rows - offset
@@ -247,6 +250,7 @@ class _TaskWriter:
     def _finish(self, key: tuple[Any, ...]) -> None:
         rel, writer, _ = self.open.pop(key)
         writer.close()
+        self.sinks.pop(rel).close()
         values = {k: None if v is None else str(v) for k, v in zip(self.keys, key, strict=True)}
         self.done.append((rel, values))
 
@@ -258,6 +262,7 @@ class _TaskWriter:
     def discard(self) -> None:
         for rel, writer, _ in self.open.values():
             writer.close()
+            self.sinks.pop(rel).close()
             self.done.append((rel, {}))
         self.open.clear()
         for rel, _ in self.done:

@@ -356,6 +356,7 @@ class _TaskFiles:
         self.data_arrow = to_arrow_schema(to_spark_schema(self.data_schema), timezone="UTC")
         self.open: dict[tuple[str | None, ...], tuple[str, pq.ParquetWriter]] = {}
         self.done: list[str] = []
+        self.sinks: dict[str, Any] = {}
         self.location.fs.create_dir(self.location.root, recursive=True)
 
     def _conform(self, batch: pa.RecordBatch) -> pa.Table:
@@ -412,6 +413,8 @@ class _TaskFiles:
             if dirs:
                 self.location.fs.create_dir(self.location.fs_path("/".join(dirs)), recursive=True)
             sink = self.location.fs.open_output_stream(self.location.fs_path(relative))
+            # The writer does not close a stream it was given; on S3 the upload ends at close.
+            self.sinks[relative] = sink
             writer = pq.ParquetWriter(sink, self.data_arrow, compression="snappy")
             entry = self.open[values] = (relative, writer)
         data = table.select([f.name for f in self.data_arrow])
@@ -421,6 +424,7 @@ class _TaskFiles:
         out: list[AddFile] = []
         for values, (relative, writer) in self.open.items():
             writer.close()
+            self.sinks.pop(relative).close()
             self.done.append(relative)
             path = self.location.fs_path(relative)
             metadata = pq.read_metadata(path, filesystem=self.location.fs)
@@ -442,6 +446,7 @@ class _TaskFiles:
         for relative, writer in self.open.values():
             try:
                 writer.close()
+                self.sinks.pop(relative).close()
             finally:
                 self.done.append(relative)
         for relative in self.done:
