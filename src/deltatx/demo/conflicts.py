@@ -143,10 +143,17 @@ def sample_rows(spark: SparkSession, start: int, n: int) -> DataFrame:
 
 
 def build_template(
-    spark: SparkSession, path: Path, level: IsolationLevel, *, deletion_vectors: bool = False
+    spark: SparkSession,
+    path: Path | str,
+    level: IsolationLevel,
+    *,
+    deletion_vectors: bool = False,
 ) -> None:
-    """An unpartitioned table, four small files of ten rows (without deletion vectors)."""
-    if path.exists():
+    """An unpartitioned table, four small files of ten rows (without deletion vectors).
+
+    ``path`` is a local directory (replaced if present) or a URI of a fresh table root.
+    """
+    if isinstance(path, Path) and path.exists():
         shutil.rmtree(path)
     DeltaTable.create(
         spark,
@@ -183,7 +190,7 @@ def stage(op: Op, spark: SparkSession, txn: Transaction) -> None:
 
 
 def run_pair(
-    spark: SparkSession, table: Path, *, first: Op, second: Op, level: IsolationLevel
+    spark: SparkSession, table: Path | str, *, first: Op, second: Op, level: IsolationLevel
 ) -> Outcome:
     """Runs ``second`` and ``first`` concurrently on ``table``; ``first`` commits first."""
     dt = DeltaTable.for_path(spark, str(table))
