@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (under 5 minutes)")
     parser.add_argument(
         "--only",
-        choices=("metadata", "spark", "contention", "peer"),
+        choices=("metadata", "spark", "contention", "peer", "s3"),
         help="one part of the suite, or only case 10 (contended DML with re-execution)",
     )
     parser.add_argument(
@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
                     "10 million of the issue, so that the full suite finishes in about 10 "
                     "minutes on this machine; the ratio is what the goal is about."
                 )
+        if args.only in (None, "s3"):
+            from benchmarks import s3_cases
+
+            rows += s3_cases.run_all(s3_cases.QUICK if args.quick else s3_cases.FULL, _log)
         if args.only in (None, "peer"):
             from benchmarks import delta_spark_cases
 
