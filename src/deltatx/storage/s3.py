@@ -66,25 +66,23 @@ class AmbiguousWriteError(OSError):
 
 @dataclass(frozen=True, slots=True)
 class S3Settings:
-    """How to reach the store, resolved from the AWS environment and configuration files.
+    """Where the store is, resolved from the AWS environment and configuration files.
+
+    Credentials are not held here: the botocore client and pyarrow's filesystem each follow
+    the standard AWS chain (environment, ``~/.aws`` files, instance or container roles), which
+    also renews temporary credentials before they expire.
 
     Attributes:
         region: The bucket's region.
         endpoint_url: The endpoint of an S3-compatible store, or None for AWS itself.
-        access_key: The access key id, or None to let each client find credentials.
-        secret_key: The secret access key.
-        session_token: The session token of temporary credentials.
     """
 
     region: str
     endpoint_url: str | None
-    access_key: str | None
-    secret_key: str | None
-    session_token: str | None
 
     @classmethod
     def from_environment(cls) -> S3Settings:
-        """Reads ``AWS_*`` variables, ``~/.aws/config`` and ``~/.aws/credentials``."""
+        """Reads ``AWS_*`` variables and ``~/.aws/config`` (the profile ``AWS_PROFILE`` names)."""
         session = botocore.session.get_session()
         scoped = session.get_scoped_config()
         endpoint = (
@@ -95,15 +93,7 @@ class S3Settings:
         region = (
             os.environ.get("AWS_REGION") or session.get_config_variable("region") or _DEFAULT_REGION
         )
-        credentials = session.get_credentials()
-        frozen = credentials.get_frozen_credentials() if credentials is not None else None
-        return cls(
-            region=str(region),
-            endpoint_url=str(endpoint) if endpoint else None,
-            access_key=frozen.access_key if frozen else None,
-            secret_key=frozen.secret_key if frozen else None,
-            session_token=frozen.token if frozen else None,
-        )
+        return cls(region=str(region), endpoint_url=str(endpoint) if endpoint else None)
 
     def client(self) -> Any:
         """A botocore S3 client without retries of its own (see the module docstring)."""
@@ -115,13 +105,7 @@ class S3Settings:
             max_pool_connections=32,
         )
         return botocore.session.get_session().create_client(
-            "s3",
-            region_name=self.region,
-            endpoint_url=self.endpoint_url,
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-            aws_session_token=self.session_token,
-            config=config,
+            "s3", region_name=self.region, endpoint_url=self.endpoint_url, config=config
         )
 
     def filesystem(self) -> pafs.S3FileSystem:
@@ -130,24 +114,22 @@ class S3Settings:
         endpoint = self.endpoint_url
         if endpoint is not None:
             scheme, _, endpoint = endpoint.partition("://")
-        return pafs.S3FileSystem(
-            access_key=self.access_key,
-            secret_key=self.secret_key,
-            session_token=self.session_token,
-            region=self.region,
-            endpoint_override=endpoint,
-            scheme=scheme,
-        )
+        return pafs.S3FileSystem(region=self.region, endpoint_override=endpoint, scheme=scheme)
 
 
 @functools.lru_cache(maxsize=8)
-def _shared(settings: S3Settings) -> tuple[Any, pafs.S3FileSystem]:
+def _shared(environment: tuple[tuple[str, str], ...]) -> tuple[Any, pafs.S3FileSystem]:
+    settings = S3Settings.from_environment()
     return settings.client(), settings.filesystem()
 
 
 def shared_client_and_filesystem() -> tuple[Any, pafs.S3FileSystem]:
-    """One client and one filesystem per process and configuration (both are thread-safe)."""
-    return _shared(S3Settings.from_environment())
+    """One client and one filesystem per process and configuration (both are thread-safe).
+
+    Resolving credentials reads files and may call a metadata service, so it is done once per
+    set of ``AWS_*`` variables rather than for every table opened.
+    """
+    return _shared(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_"))))
 
 
 def split(location: str) -> tuple[str, str]:
