@@ -73,6 +73,15 @@ def test_unsupported_stores_are_refused_by_name(uri: str) -> None:
     assert info.value.feature == f"storage:{scheme_of(uri)}"
 
 
+def test_paths_under_an_s3_root_resolve_to_keys_below_it() -> None:
+    root = table_root("s3a://bkt/t/")
+    assert root == "s3://bkt/t"
+    assert resolve("p=a%20b/f.parquet", root=root) == "s3://bkt/t/p=a b/f.parquet"
+    assert resolve("s3a://bkt/t/f.parquet", root=root) == "s3://bkt/t/f.parquet"
+    assert resolve("../u/f.parquet", root=root) == "s3://bkt/u/f.parquet"
+    assert file_key("s3://bkt/t/p=a%20b/f.parquet", root=root) == "p=a b/f.parquet"
+
+
 def test_empty_root_is_refused() -> None:
     with pytest.raises(InvalidArgumentError):
         table_root("  ")

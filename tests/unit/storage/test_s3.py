@@ -27,8 +27,6 @@ from deltatx.storage.s3 import AmbiguousWriteError, S3LogStore, S3Settings, spli
 from deltatx.storage.s3_faults import (
     FaultInjectingS3Client,
     S3Fault,
-    at_random,
-    plan_from_env,
     scripted,
 )
 
@@ -193,17 +191,6 @@ def test_persistent_500s_fail_the_write_and_leave_nothing(s3_table: str) -> None
     with pytest.raises(OSError):
         S3LogStore(client, attempts=3, backoff=0.001).write(f"{s3_table}/{COMMIT}", b"x")
     assert _objects(s3_table) == []
-
-
-def test_the_fault_plan_is_armed_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DELTATX_S3_FAULTS", "lost_response:1")
-    plan = plan_from_env()
-    assert plan is not None and plan() is S3Fault.LOST_RESPONSE
-    monkeypatch.delenv("DELTATX_S3_FAULTS")
-    assert plan_from_env() is None
-    draws = at_random({S3Fault.ERROR_500: 0.5}, seed=1)
-    seen = {draws() for _ in range(200)}
-    assert seen == {S3Fault.ERROR_500, None}
 
 
 # --- commits through the log -------------------------------------------------------------------
