@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -32,7 +31,7 @@ from deltatx.kernel.values import kind_of_type, parse_partition_value
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.datasource.filters import conjunction
 from deltatx.spark.dv_filter import deleted_row_indexes, live_mask
-from deltatx.spark.write import TableLocation, decode_uri_path
+from deltatx.spark.write import TableLocation
 
 # Packing files into tasks, as Spark's own file scan does: a task holds up to
 # _MAX_TASK_BYTES, each file counting _OPEN_COST more than its size, and tasks shrink (to
@@ -156,11 +155,10 @@ class _FileReader:
         ]
 
     def _open(self, add_path: str) -> pq.ParquetFile:
-        decoded = decode_uri_path(add_path)
-        if "://" in add_path or add_path.startswith("file:"):
-            fs, path = pafs.FileSystem.from_uri(add_path)
-            return pq.ParquetFile(fs.open_input_file(path))
-        return pq.ParquetFile(self.location.fs.open_input_file(self.location.fs_path(decoded)))
+        # Resolved as every scan resolves log paths: inside the root, or on the table's store.
+        location = self.location.location
+        canonical = location.file(add_path, what="data file")
+        return pq.ParquetFile(location.fs.open_input_file(location.fs_path(canonical)))
 
     def _constant(self, field_index: int, raw: str | None, rows: int) -> pa.Array:
         arrow_type = self.arrow_schema.field(field_index).type
