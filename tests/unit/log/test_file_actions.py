@@ -1,0 +1,128 @@
+"""Bulk decoding of add/remove lines: same state as the dict path, codec for anything odd."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deltatx.log import _state, file_actions
+from deltatx.log.file_actions import FileActionBatch
+
+_TEXT = st.text(min_size=1, max_size=12)
+_LONG = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+_DV = st.fixed_dictionaries(
+    {
+        "storageType": st.sampled_from(["u", "i", "p"]),
+        "pathOrInlineDv": _TEXT,
+        "sizeInBytes": st.integers(0, 2**31 - 1),
+        "cardinality": _LONG,
+    },
+    optional={"offset": st.integers(0, 2**31 - 1), "maxRowIndex": _LONG},
+)
+_ADD = st.fixed_dictionaries(
+    {
+        "path": _TEXT,
+        "partitionValues": st.dictionaries(_TEXT, st.none() | _TEXT, max_size=3),
+        "size": _LONG,
+        "modificationTime": _LONG,
+        "dataChange": st.booleans(),
+    },
+    optional={
+        "stats": _TEXT,
+        "tags": st.dictionaries(_TEXT, st.none() | _TEXT, max_size=2),
+        "deletionVector": _DV,
+        "baseRowId": _LONG,
+        "defaultRowCommitVersion": _LONG,
+        "clusteringProvider": _TEXT,
+        "someFutureField": st.integers(),
+    },
+)
+_REMOVE = st.fixed_dictionaries(
+    {"path": _TEXT, "dataChange": st.booleans()},
+    optional={
+        "deletionTimestamp": _LONG,
+        "extendedFileMetadata": st.booleans(),
+        "partitionValues": st.dictionaries(_TEXT, st.none() | _TEXT, max_size=3),
+        "size": _LONG,
+        "deletionVector": _DV,
+        "baseRowId": _LONG,
+        "defaultRowCommitVersion": _LONG,
+    },
+)
+
+
+def _line(kind: str, body: dict[str, Any]) -> bytes:
+    return json.dumps({kind: body}, separators=(",", ":")).encode()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_ADD, max_size=5), st.lists(_REMOVE, max_size=5))
+def test_decoded_lines_build_the_same_state_as_decoded_dicts(
+    adds: list[dict[str, Any]], removes: list[dict[str, Any]]
+) -> None:
+    batch = FileActionBatch()
+    for i, body in enumerate(adds):
+        assert batch.take_line(_line("add", body), "c.json", i)
+    for i, body in enumerate(removes):
+        assert batch.take_line(_line("remove", body), "c.json", i)
+    assert len(batch) == len(adds) + len(removes)
+    assert file_actions.files_table(batch.adds).equals(_state.files_from_dicts(adds))
+    assert file_actions.tombstones_table(batch.removes).equals(
+        _state.tombstones_from_dicts(removes)
+    )
+
+
+def test_lines_in_other_spellings_are_taken_from_decoded_objects() -> None:
+    body = {
+        "path": "a",
+        "partitionValues": {},
+        "size": 1,
+        "modificationTime": 2,
+        "dataChange": True,
+    }
+    batch = FileActionBatch()
+    spaced = json.dumps({"add": body}, separators=(", ", " : ")).encode()
+    assert not batch.take_line(spaced, "c.json", 1)
+    assert batch.take_object("add", body, "c.json", 1)
+    assert file_actions.files_table(batch.adds).equals(_state.files_from_dicts([body]))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"add":{"path":"a","partitionValues":{},"size":true,"modificationTime":1,"dataChange":true}}',
+        b'{"add":{"path":"a","partitionValues":{},"size":1,"modificationTime":1}}',
+        b'{"add":{"path":"a","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+        b'"remove":{"path":"a","dataChange":true}}',
+        b'{"add":{"path":"a","partitionValues":{},"size":99999999999999999999,'
+        b'"modificationTime":1,"dataChange":true}}',
+        b'{"add":{"path":"a\xff","partitionValues":{},"size":1,"modificationTime":1,'
+        b'"dataChange":true}}',
+        b'{"remove":{"path":"a","dataChange":true,"deletionVector":{"storageType":"u"}}}',
+        b'{"remove":{"path":7,"dataChange":true}}',
+        b'{"add":{"path":"a"}} trailing',
+    ],
+)
+def test_lines_the_records_cannot_hold_are_left_to_the_codec(line: bytes) -> None:
+    batch = FileActionBatch()
+    assert not batch.take_line(line, "c.json", 1)
+    assert len(batch) == 0
+
+
+def test_deletion_vectors_are_reported_with_their_line() -> None:
+    batch = FileActionBatch()
+    dv = {
+        "storageType": "i",
+        "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f",
+        "sizeInBytes": 9,
+        "cardinality": 1,
+    }
+    body = {"path": "a", "dataChange": True, "deletionVector": dv}
+    assert batch.take_line(_line("remove", body), "c.json", 4)
+    assert file_actions.deletion_vectors(batch.removes, batch.remove_positions) == [
+        ("c.json", 4, dv)
+    ]
