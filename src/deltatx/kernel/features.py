@@ -11,7 +11,9 @@ TABLE_FEATURES_READER_VERSION = 3
 TABLE_FEATURES_WRITER_VERSION = 7
 
 # Features whose semantics deltatx implements when reading a table.
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"deletionVectors", "timestampNtz"})
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
+    {"deletionVectors", "timestampNtz", "v2Checkpoint"}
+)
 # Features deltatx honours when writing; writer-only features that only constrain writers of
 # data we never produce (e.g. appendOnly is enforced, invariants we refuse) are listed explicitly.
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
@@ -21,6 +23,8 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "domainMetadata",
         "timestampNtz",
         "changeDataFeed",
+        # Checkpoints carry checkpointMetadata and are never multi-part (log/checkpoint.py).
+        "v2Checkpoint",
     }
 )
 
@@ -176,10 +180,16 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
 def protocol_for_configuration(
     configuration: dict[str, str] | Mapping[str, str], base: ProtocolAction
 ) -> ProtocolAction:
-    """The protocol that table properties need: (3, 7) with ``deletionVectors`` when DVs are on."""
+    """The protocol that table properties need: (3, 7) with the features they turn on.
+
+    ``delta.enableDeletionVectors`` needs ``deletionVectors``, ``delta.appendOnly`` needs
+    ``appendOnly`` and ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint``.
+    """
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
         features.append("deletionVectors")
     if configuration.get("delta.appendOnly", "false").lower() == "true":
         features.append("appendOnly")
+    if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
+        features.append("v2Checkpoint")
     return protocol_with_features(base, features) if features else base

@@ -127,6 +127,11 @@ class TableConfiguration:
         return self.properties.enable_deletion_vectors and "deletionVectors" in self.writer_features
 
     @property
+    def v2_checkpoints(self) -> bool:
+        """Whether checkpoints must follow the v2 spec (the ``v2Checkpoint`` feature)."""
+        return "v2Checkpoint" in self.reader_features
+
+    @property
     def append_only(self) -> bool:
         """Whether ``delta.appendOnly`` forbids removing or deleting rows."""
         return self.properties.append_only

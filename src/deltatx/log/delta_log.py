@@ -154,10 +154,9 @@ class DeltaLog:
         hint = read_last_checkpoint(self.store, self.log_path)
         for start in ([f"{hint.version:020d}"] if hint else []) + [""]:
             versions = [
-                f.version
+                f.last_version
                 for s in self._list(start)
                 if (f := parse_log_file(s.name)) is not None
-                and f.kind is not LogFileKind.V2_CHECKPOINT
             ]
             if versions:
                 return max(versions)
@@ -264,11 +263,11 @@ class DeltaLog:
             )
             break
         commits = [
-            self._read_commit_data(segment.first_commit_version + i, name, statuses.get(name))
-            for i, name in enumerate(segment.commit_files)
+            self._read_commit_data(version, name, statuses.get(name))
+            for name, version in segment.replay_files()
         ]
         state, ts = replay(base, commits, table=self.table_path)
-        if ts is None and commits:
+        if ts is None and commits and commits[-1].path.endswith(commit_name(segment.version)):
             ts = commits[-1].modification_time
         if ts is None:
             name = commit_name(segment.version)
