@@ -25,6 +25,8 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "changeDataFeed",
         # Checkpoints carry checkpointMetadata and are never multi-part (log/checkpoint.py).
         "v2Checkpoint",
+        # commitInfo comes first and records a monotonic inCommitTimestamp (log/commit.py).
+        "inCommitTimestamp",
     }
 )
 
@@ -183,7 +185,8 @@ def protocol_for_configuration(
     """The protocol that table properties need: (3, 7) with the features they turn on.
 
     ``delta.enableDeletionVectors`` needs ``deletionVectors``, ``delta.appendOnly`` needs
-    ``appendOnly`` and ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint``.
+    ``appendOnly``, ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint`` and
+    ``delta.enableInCommitTimestamps`` needs ``inCommitTimestamp``.
     """
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
@@ -192,4 +195,6 @@ def protocol_for_configuration(
         features.append("appendOnly")
     if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
         features.append("v2Checkpoint")
+    if configuration.get("delta.enableInCommitTimestamps", "false").strip().lower() == "true":
+        features.append("inCommitTimestamp")
     return protocol_with_features(base, features) if features else base

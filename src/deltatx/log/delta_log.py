@@ -361,8 +361,8 @@ class DeltaLog:
                 if f is not None and f.version == version:
                     return s.modification_time
             raise
-        if info is not None and info.timestamp is not None:
-            return info.timestamp
+        if info is not None and info.commit_timestamp is not None:
+            return info.commit_timestamp
         if status is None:
             name = commit_name(version)
             status = next((s for s in self._list(name) if s.name == name), None)
@@ -409,7 +409,7 @@ class DeltaLog:
         out = []
         for version, status in commits:
             info = self.commit_info(version)
-            ts = info.timestamp if info is not None and info.timestamp is not None else None
+            ts = None if info is None else info.commit_timestamp
             out.append(HistoryEntry(version, status.modification_time if ts is None else ts, info))
         return out
 

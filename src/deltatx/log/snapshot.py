@@ -94,8 +94,8 @@ def replay(
     """Applies commits, in order, on top of ``base``.
 
     Returns:
-        The new state and the ``commitInfo.timestamp`` of the last commit (None if it has
-        none).
+        The new state and the time of the last commit (``commitInfo.inCommitTimestamp``,
+        else ``commitInfo.timestamp``; None if it has neither).
 
     Raises:
         InvalidTableError: A commit is malformed (the message names file and line), version 0
@@ -149,7 +149,11 @@ def replay(
                 if type(body) is not dict or not batch.take_object(kind, body, where, lineno):
                     raise _fail_at(obj, f"{where} line {lineno}", "malformed file action")
             elif kind == "commitInfo":
-                ts = body.get("timestamp") if type(body) is dict else None
+                # With in-commit timestamps on, the recorded one is the commit's time.
+                ts = None
+                if type(body) is dict:
+                    ts = body.get("inCommitTimestamp")
+                    ts = ts if type(ts) is int else body.get("timestamp")
                 commit_ts = ts if type(ts) is int else None
             elif kind == "metaData":
                 # Decoded only if no later metaData supersedes it: some writers (Databricks
