@@ -107,6 +107,35 @@ READ: dict[str, Scenario] = {
         expect_checkpoint=".checkpoint.0000000001.",  # part 1 of a multi-part checkpoint
         conf=(("spark.databricks.delta.checkpoint.partSize", "2"),),
     ),
+    "v2-checkpoints": Scenario(
+        [
+            _create({**DV, "delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"}),
+            *(_insert(i * 5, 5) for i in range(3)),
+            "DELETE FROM {t} WHERE id % 4 = 0",
+            _insert(100, 5),
+        ],
+        expect_dv=True,
+        expect_checkpoint=".checkpoint.",
+    ),
+    "v2-checkpoints-json-sidecars": Scenario(
+        [
+            _create({**NO_DV, "delta.checkpointPolicy": "v2", "delta.checkpointInterval": "3"}),
+            *(_insert(i * 5, 5) for i in range(4)),
+            "DELETE FROM {t} WHERE id % 4 = 0",
+        ],
+        expect_checkpoint=".json",
+        conf=(
+            ("spark.databricks.delta.checkpointV2.topLevelFileFormat", "json"),
+            ("spark.databricks.delta.checkpoint.partSize", "2"),
+        ),
+    ),
+    "log-compaction": Scenario(
+        [_create(NO_DV), *(_insert(i * 5, 5) for i in range(5)), "DELETE FROM {t} WHERE id = 3"],
+        conf=(
+            ("spark.databricks.delta.deltaLog.minorCompaction.useForWrites", "true"),
+            ("spark.databricks.delta.deltaLog.minorCompaction.useForReads", "true"),
+        ),
+    ),
     "optimize-zorder-purge": Scenario(
         [
             _create(DV),
@@ -125,7 +154,6 @@ READ: dict[str, Scenario] = {
 REFUSED: dict[str, tuple[str, str]] = {
     "column-mapping-name": (_create({"delta.columnMapping.mode": "name"}), "columnMapping"),
     "column-mapping-id": (_create({"delta.columnMapping.mode": "id"}), "columnMapping"),
-    "v2-checkpoints": (_create({"delta.checkpointPolicy": "v2"}), "v2Checkpoint"),
 }
 
 # Features deltatx reads; the value says whether it may also write (or must refuse, naming it).
@@ -140,9 +168,24 @@ READ_FEATURES: dict[str, tuple[str, str | None]] = {
         _create(NO_DV, columns=f"{COLUMNS}, k BIGINT GENERATED ALWAYS AS IDENTITY"),
         "identityColumns",
     ),
-    "in-commit-timestamps": (
-        _create({"delta.enableInCommitTimestamps": "true"}),
-        "inCommitTimestamp",
+    "in-commit-timestamps": (_create({"delta.enableInCommitTimestamps": "true"}), None),
+    "v2-checkpoint-writes": (
+        _create({"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"}),
+        None,
+    ),
+    "type-widening": (
+        _create({**NO_DV, "delta.enableTypeWidening": "true"}, columns=f"{COLUMNS}, n INT"),
+        None,
+    ),
+    "vacuum-protocol-check": (
+        _create({**NO_DV, "delta.feature.vacuumProtocolCheck": "supported"}),
+        None,
+    ),
+    "variant": (_create(NO_DV, columns=f"{COLUMNS}, j VARIANT"), None),
+    "clustered-domain-metadata": (
+        f"CREATE TABLE {{t}} ({COLUMNS}) USING DELTA CLUSTER BY (id) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')",
+        "clustering",
     ),
     "row-tracking": (_create({"delta.enableRowTracking": "true"}), "rowTracking"),
     "timestamp-ntz": (_create(NO_DV, columns=f"{COLUMNS}, ts TIMESTAMP_NTZ"), None),
@@ -194,6 +237,17 @@ def test_deltatx_reads_feature_tables(
         statements.append(
             "INSERT INTO {t} SELECT id, '2024-01-01', 1.0, "
             "TIMESTAMP_NTZ'2024-01-01 10:00:00' FROM range(5)"
+        )
+    elif name == "type-widening":
+        statements += [
+            "INSERT INTO {t} SELECT id, 'd', 1.0, CAST(id AS INT) FROM range(5)",
+            "ALTER TABLE {t} CHANGE COLUMN n TYPE BIGINT",
+            "INSERT INTO {t} SELECT id, 'd', 1.0, id * 10000000000 FROM range(5, 8)",
+        ]
+    elif name == "variant":
+        statements.append(
+            "INSERT INTO {t} SELECT id, 'd', 1.0, parse_json(concat('{\"a\":', id, '}')) "
+            "FROM range(5)"
         )
     elif name in ("generated-column", "identity-column"):
         statements.append("INSERT INTO {t} (id, date, v) SELECT id, 'd', id * 1.0 FROM range(6)")

@@ -12,7 +12,19 @@ TABLE_FEATURES_WRITER_VERSION = 7
 
 # Features whose semantics deltatx implements when reading a table.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
-    {"deletionVectors", "timestampNtz", "v2Checkpoint"}
+    {
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        # Nothing for a reader to do: it binds VACUUM, which checks the protocol first.
+        "vacuumProtocolCheck",
+        # Spark's Parquet reader widens values written with the older, narrower type.
+        "typeWidening",
+        "typeWidening-preview",
+        # Spark 4 reads and writes the variant type natively.
+        "variantType",
+        "variantType-preview",
+    }
 )
 # Features deltatx honours when writing; writer-only features that only constrain writers of
 # data we never produce (e.g. appendOnly is enforced, invariants we refuse) are listed explicitly.
@@ -27,6 +39,14 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "v2Checkpoint",
         # commitInfo comes first and records a monotonic inCommitTimestamp (log/commit.py).
         "inCommitTimestamp",
+        # VACUUM checks the reader and writer protocol before deleting anything (log/vacuum.py).
+        "vacuumProtocolCheck",
+        # deltatx never changes a column's type, so it never has a typeChanges entry to add;
+        # the schema it writes back keeps the entries other writers recorded.
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
     }
 )
 
@@ -161,7 +181,15 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
     wanted = set(features)
     if not wanted - writer_features(base):
         return base
-    reader_writer = {"deletionVectors", "timestampNtz", "columnMapping", "v2Checkpoint"}
+    reader_writer = {
+        "deletionVectors",
+        "timestampNtz",
+        "columnMapping",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "variantType",
+    }
     writers = set(writer_features(base)) | wanted
     readers = set(reader_features(base)) | (wanted & reader_writer)
     if readers:
