@@ -129,13 +129,6 @@ READ: dict[str, Scenario] = {
             ("spark.databricks.delta.checkpoint.partSize", "2"),
         ),
     ),
-    "log-compaction": Scenario(
-        [_create(NO_DV), *(_insert(i * 5, 5) for i in range(5)), "DELETE FROM {t} WHERE id = 3"],
-        conf=(
-            ("spark.databricks.delta.deltaLog.minorCompaction.useForWrites", "true"),
-            ("spark.databricks.delta.deltaLog.minorCompaction.useForReads", "true"),
-        ),
-    ),
     "optimize-zorder-purge": Scenario(
         [
             _create(DV),
@@ -246,7 +239,7 @@ def test_deltatx_reads_feature_tables(
         ]
     elif name == "variant":
         statements.append(
-            "INSERT INTO {t} SELECT id, 'd', 1.0, parse_json(concat('{\"a\":', id, '}')) "
+            "INSERT INTO {t} SELECT id, 'd', 1.0, parse_json(concat('{{\"a\":', id, '}}')) "
             "FROM range(5)"
         )
     elif name in ("generated-column", "identity-column"):
