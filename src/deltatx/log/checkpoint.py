@@ -203,8 +203,8 @@ def _read_json(store: LogStore, path: str, parts: _Parts) -> None:
             parts.sidecars.append(body["path"])
         elif kind in parts.small:
             parts.small[kind].append(body)
-    parts.files.append(file_actions.files_table(batch.adds))
-    parts.tombstones.append(file_actions.tombstones_table(batch.removes))
+    parts.files.append(batch.files())
+    parts.tombstones.append(batch.tombstones())
 
 
 def _sidecar_path(log_path: str, where: str, path: str) -> str:

@@ -262,13 +262,13 @@ class DeltaLog:
                 domain_metadata=cp.domain_metadata,
             )
             break
-        commits = [
-            self._read_commit_data(version, name, statuses.get(name))
-            for name, version in segment.replay_files()
-        ]
+        files = segment.replay_files()
+        # Read one file at a time as the replay asks, so a large log is never all in memory.
+        commits = (self._read_commit_data(v, name, statuses.get(name)) for name, v in files)
         state, ts = replay(base, commits, table=self.table_path)
-        if ts is None and commits and commits[-1].path.endswith(commit_name(segment.version)):
-            ts = commits[-1].modification_time
+        if ts is None and files and files[-1][0] == commit_name(segment.version):
+            status = statuses.get(files[-1][0])
+            ts = None if status is None else status.modification_time
         if ts is None:
             name = commit_name(segment.version)
             ts = self._commit_timestamp(segment.version, statuses.get(name))

@@ -80,19 +80,58 @@ _DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError)
 class FileActionBatch:
     """File actions decoded so far, in log order, each with its position for messages.
 
+    Records are turned into Arrow chunks by :meth:`flush` (the replay flushes after every
+    commit), so a large log is not held as Python objects and as Arrow at once.
+
     Attributes:
-        adds: Decoded ``add`` records.
-        add_positions: ``(sequence, file, line)`` of each add: its order in the batch and
+        adds: Decoded ``add`` records not yet flushed.
+        add_positions: ``(sequence, file, line)`` of every add: its order in the batch and
             where it came from.
-        removes: Decoded ``remove`` records.
+        removes: Decoded ``remove`` records not yet flushed.
         remove_positions: Likewise for the removes.
+        add_chunks: The flushed adds, as state tables.
+        remove_chunks: The flushed removes, as tombstone tables.
+        deletion_vector_wires: ``(file, line, kind, wire object)`` of every flushed action
+            that has a deletion vector, for the descriptor checks.
     """
 
     adds: list[Any] = field(default_factory=list)
     add_positions: list[tuple[int, str, int]] = field(default_factory=list)
     removes: list[Any] = field(default_factory=list)
     remove_positions: list[tuple[int, str, int]] = field(default_factory=list)
+    add_chunks: list[pa.Table] = field(default_factory=list)
+    remove_chunks: list[pa.Table] = field(default_factory=list)
+    deletion_vector_wires: list[tuple[str, int, str, dict[str, Any]]] = field(default_factory=list)
     _sequence: int = 0
+
+    def flush(self) -> None:
+        """Turns the pending records into Arrow chunks and drops them."""
+        if self.adds:
+            positions = self.add_positions[len(self.add_positions) - len(self.adds) :]
+            for where, line, wire in deletion_vectors(self.adds, positions):
+                self.deletion_vector_wires.append((where, line, "add", wire))
+            self.add_chunks.append(files_table(self.adds))
+            self.adds = []
+        if self.removes:
+            positions = self.remove_positions[len(self.remove_positions) - len(self.removes) :]
+            for where, line, wire in deletion_vectors(self.removes, positions):
+                self.deletion_vector_wires.append((where, line, "remove", wire))
+            self.remove_chunks.append(tombstones_table(self.removes))
+            self.removes = []
+
+    def files(self) -> pa.Table:
+        """Every add taken, flushed first, as one state table (in order)."""
+        self.flush()
+        if not self.add_chunks:
+            return _state.empty_files()
+        return pa.concat_tables(self.add_chunks)
+
+    def tombstones(self) -> pa.Table:
+        """Every remove taken, flushed first, as one tombstone table (in order)."""
+        self.flush()
+        if not self.remove_chunks:
+            return _state.empty_tombstones()
+        return pa.concat_tables(self.remove_chunks)
 
     def __len__(self) -> int:
         return self._sequence

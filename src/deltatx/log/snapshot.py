@@ -35,7 +35,7 @@ from deltatx.kernel.features import check_readable
 from deltatx.kernel.properties import TableProperties
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.kernel.table_configuration import TableConfiguration
-from deltatx.log import _state, file_actions
+from deltatx.log import _state
 from deltatx.log.file_actions import FileActionBatch
 
 # Past this many chunks the Arrow state is compacted, so long runs of incremental updates do
@@ -171,6 +171,7 @@ def replay(
                     else:
                         domains[action.domain] = action
             # cdc, commitInfo details and unknown actions do not change the table state.
+        batch.flush()
         if commit.version == 0 and not (saw_protocol and saw_metadata):
             missing = " and ".join(
                 n for n, s in (("protocol", saw_protocol), ("metaData", saw_metadata)) if not s
@@ -201,13 +202,9 @@ def replay(
 
 
 def _check_batch(batch: FileActionBatch, adds: pa.Table) -> None:
-    for records, positions, kind in (
-        (batch.adds, batch.add_positions, "add"),
-        (batch.removes, batch.remove_positions, "remove"),
-    ):
-        for where, lineno, wire in file_actions.deletion_vectors(records, positions):
-            at = f"{where} line {lineno} ({kind})"
-            check_descriptor(deletion_vector_from_json(wire, at), at)
+    for where, lineno, kind, wire in batch.deletion_vector_wires:
+        at = f"{where} line {lineno} ({kind})"
+        check_descriptor(deletion_vector_from_json(wire, at), at)
     if (row := _state.negative_size(adds)) is not None:
         _, where, lineno = batch.add_positions[row]
         raise InvalidTableError(
@@ -242,8 +239,8 @@ def _newest_only(
 
 
 def _apply_files(state: TableState, batch: FileActionBatch, table: str) -> None:
-    adds = file_actions.files_table(batch.adds)
-    removes = file_actions.tombstones_table(batch.removes)
+    adds = batch.files()
+    removes = batch.tombstones()
     _check_batch(batch, adds)
     add_keys = _state.table_keys(adds, root=table).combine_chunks()
     remove_keys = _state.table_keys(removes, root=table).combine_chunks()

@@ -126,3 +126,24 @@ def test_deletion_vectors_are_reported_with_their_line() -> None:
     assert file_actions.deletion_vectors(batch.removes, batch.remove_positions) == [
         ("c.json", 4, dv)
     ]
+
+
+def test_flushed_chunks_keep_the_order_and_the_deletion_vectors() -> None:
+    bodies = [
+        {"path": p, "partitionValues": {}, "size": 1, "modificationTime": 2, "dataChange": True}
+        for p in ("a", "b", "c")
+    ]
+    dv = {"storageType": "u", "pathOrInlineDv": "ab" * 11, "sizeInBytes": 9, "cardinality": 1}
+    bodies[1]["deletionVector"] = dv
+    batch = FileActionBatch()
+    assert batch.take_line(_line("add", bodies[0]), "0.json", 1)
+    batch.flush()
+    assert batch.adds == [] and len(batch.add_chunks) == 1
+    assert batch.take_line(_line("add", bodies[1]), "1.json", 2)
+    assert batch.take_line(_line("remove", {"path": "z", "dataChange": True}), "1.json", 3)
+    batch.flush()
+    assert batch.take_line(_line("add", bodies[2]), "2.json", 1)
+    assert batch.files().equals(_state.files_from_dicts(bodies))
+    assert batch.tombstones().column("path").to_pylist() == ["z"]
+    assert batch.deletion_vector_wires == [("1.json", 2, "add", dv)]
+    assert [p[1:] for p in batch.add_positions] == [("0.json", 1), ("1.json", 2), ("2.json", 1)]
