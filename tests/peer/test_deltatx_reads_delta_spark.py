@@ -9,6 +9,7 @@ When deltatx learns a feature this test fails on purpose: move the case to READ.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable, UnsupportedFeatureError
+from deltatx.log import DeltaLog
 
 from .engine import DeltaSpark
 from .tables import canonical, checkpoints, has_deletion_vectors, latest_version, ours
@@ -271,3 +273,34 @@ def test_deltatx_refuses_unsupported_features_by_name(
     with pytest.raises(UnsupportedFeatureError) as caught:
         DeltaTable.for_path(spark, path).to_df().collect()
     assert feature in str(caught.value) or caught.value.feature == feature
+
+
+def test_in_commit_timestamps_agree_for_history_and_time_travel(
+    spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path
+) -> None:
+    """Both engines record and use the same in-commit timestamps, whoever wrote each commit."""
+    path = str(tmp_path / "ict")
+    _run(delta_spark, path, [_create({"delta.enableInCommitTimestamps": "true"}), _insert(0, 5)])
+    deltatx.write(DeltaTable.for_path(spark, path).to_df().limit(2), path)
+    _run(delta_spark, path, [_insert(5, 5)])
+    theirs = delta_spark.exec(
+        "h = DeltaTable.forPath(spark, args['p']).history()\n"
+        "result = {r['version']: r['ms'] for r in "
+        "h.selectExpr('version', 'unix_millis(timestamp) AS ms').collect()}",
+        p=path,
+    )
+    log = DeltaLog.for_table(path)
+    ours_history = {e.version: e.timestamp for e in log.history()}
+    assert ours_history == {int(k): v for k, v in theirs.items()}
+    stamps = [ours_history[v] for v in sorted(ours_history)]
+    assert stamps == sorted(set(stamps)), "in-commit timestamps grow strictly"
+    for version, ms in ours_history.items():
+        assert log.snapshot(timestamp=ms).version == version
+        when = datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        rows = delta_spark.exec(
+            "r = spark.read.format('delta').option('timestampAsOf', args['t']).load(args['p'])\n"
+            "result = [x.asDict() for x in r.collect()]",
+            p=path,
+            t=when,
+        )
+        assert ours(spark, path, version) == canonical(rows), version
