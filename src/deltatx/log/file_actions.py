@@ -23,6 +23,7 @@ import pyarrow as pa
 from deltatx.log import _state
 
 _LONG = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_INT = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 _STR_MAP = dict[str, str | None]
 # Fields every decoded action must carry, by wire name; absent ones send the line to the codec.
 _DV_REQUIRED = frozenset({"storageType", "pathOrInlineDv", "sizeInBytes", "cardinality"})
@@ -39,6 +40,8 @@ def _python_type(arrow_type: pa.DataType, dv: type) -> Any:
         return str
     if pa.types.is_boolean(arrow_type):
         return bool
+    if pa.types.is_int32(arrow_type):
+        return _INT
     if pa.types.is_integer(arrow_type):
         return _LONG
     raise TypeError(f"no wire type for {arrow_type}")  # pragma: no cover - a schema edit

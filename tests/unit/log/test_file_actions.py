@@ -9,8 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltatx.log import _state, file_actions
+from deltatx.errors import InvalidTableError
+from deltatx.log import DeltaLog, _state, file_actions
 from deltatx.log.file_actions import FileActionBatch
+from deltatx.storage import MemoryLogStore
+
+from ..log_helpers import METADATA, PROTOCOL, write_commit
 
 _TEXT = st.text(min_size=1, max_size=12)
 _LONG = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -104,6 +108,8 @@ def test_lines_in_other_spellings_are_taken_from_decoded_objects() -> None:
         b'"dataChange":true}}',
         b'{"remove":{"path":"a","dataChange":true,"deletionVector":{"storageType":"u"}}}',
         b'{"remove":{"path":7,"dataChange":true}}',
+        b'{"remove":{"path":"a","dataChange":true,"deletionVector":{"storageType":"u",'
+        b'"pathOrInlineDv":"x","offset":1099511627776,"sizeInBytes":1,"cardinality":1}}}',
         b'{"add":{"path":"a"}} trailing',
     ],
 )
@@ -147,3 +153,15 @@ def test_flushed_chunks_keep_the_order_and_the_deletion_vectors() -> None:
     assert batch.tombstones().column("path").to_pylist() == ["z"]
     assert batch.deletion_vector_wires == [("1.json", 2, "add", dv)]
     assert [p[1:] for p in batch.add_positions] == [("0.json", 1), ("1.json", 2), ("2.json", 1)]
+
+
+def test_a_value_the_state_cannot_hold_is_a_typed_error_naming_the_line() -> None:
+    store = MemoryLogStore()
+    write_commit(store, "/mem/t", 0, [PROTOCOL, METADATA])
+    big = (
+        b'{"remove":{"path":"a","dataChange":true,"deletionVector":{"storageType":"u",'
+        b'"pathOrInlineDv":"x","offset":1099511627776,"sizeInBytes":1,"cardinality":1}}}\n'
+    )
+    store.write(f"/mem/t/_delta_log/{1:020d}.json", big)
+    with pytest.raises(InvalidTableError, match=r"00000000000000000001\.json line 1"):
+        DeltaLog.for_table("/mem/t", store=store).snapshot()
