@@ -13,7 +13,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
-from benchmarks import metadata_cases, report
+from benchmarks import metadata_cases, replay_case, report
 from benchmarks.harness import Row, machine, versions
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only in (None, "metadata"):
             sizes = metadata_cases.QUICK if args.quick else metadata_cases.FULL
             rows += metadata_cases.run_all(workdir, sizes, _log)
+            adds = replay_case.QUICK_ADDS if args.quick else replay_case.FULL_ADDS
+            rows += replay_case.case_large_commits(workdir, adds, 3, _log)
         if args.only in (None, "spark"):
             from benchmarks import spark_cases
 

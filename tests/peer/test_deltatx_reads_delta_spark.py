@@ -9,6 +9,7 @@ When deltatx learns a feature this test fails on purpose: move the case to READ.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable, UnsupportedFeatureError
+from deltatx.log import DeltaLog
 
 from .engine import DeltaSpark
 from .tables import canonical, checkpoints, has_deletion_vectors, latest_version, ours
@@ -107,6 +109,28 @@ READ: dict[str, Scenario] = {
         expect_checkpoint=".checkpoint.0000000001.",  # part 1 of a multi-part checkpoint
         conf=(("spark.databricks.delta.checkpoint.partSize", "2"),),
     ),
+    "v2-checkpoints": Scenario(
+        [
+            _create({**DV, "delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"}),
+            *(_insert(i * 5, 5) for i in range(3)),
+            "DELETE FROM {t} WHERE id % 4 = 0",
+            _insert(100, 5),
+        ],
+        expect_dv=True,
+        expect_checkpoint=".checkpoint.",
+    ),
+    "v2-checkpoints-json-sidecars": Scenario(
+        [
+            _create({**NO_DV, "delta.checkpointPolicy": "v2", "delta.checkpointInterval": "3"}),
+            *(_insert(i * 5, 5) for i in range(4)),
+            "DELETE FROM {t} WHERE id % 4 = 0",
+        ],
+        expect_checkpoint=".json",
+        conf=(
+            ("spark.databricks.delta.checkpointV2.topLevelFileFormat", "json"),
+            ("spark.databricks.delta.checkpoint.partSize", "2"),
+        ),
+    ),
     "optimize-zorder-purge": Scenario(
         [
             _create(DV),
@@ -125,7 +149,6 @@ READ: dict[str, Scenario] = {
 REFUSED: dict[str, tuple[str, str]] = {
     "column-mapping-name": (_create({"delta.columnMapping.mode": "name"}), "columnMapping"),
     "column-mapping-id": (_create({"delta.columnMapping.mode": "id"}), "columnMapping"),
-    "v2-checkpoints": (_create({"delta.checkpointPolicy": "v2"}), "v2Checkpoint"),
 }
 
 # Features deltatx reads; the value says whether it may also write (or must refuse, naming it).
@@ -140,9 +163,24 @@ READ_FEATURES: dict[str, tuple[str, str | None]] = {
         _create(NO_DV, columns=f"{COLUMNS}, k BIGINT GENERATED ALWAYS AS IDENTITY"),
         "identityColumns",
     ),
-    "in-commit-timestamps": (
-        _create({"delta.enableInCommitTimestamps": "true"}),
-        "inCommitTimestamp",
+    "in-commit-timestamps": (_create({"delta.enableInCommitTimestamps": "true"}), None),
+    "v2-checkpoint-writes": (
+        _create({"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"}),
+        None,
+    ),
+    "type-widening": (
+        _create({**NO_DV, "delta.enableTypeWidening": "true"}, columns=f"{COLUMNS}, n INT"),
+        None,
+    ),
+    "vacuum-protocol-check": (
+        _create({**NO_DV, "delta.feature.vacuumProtocolCheck": "supported"}),
+        None,
+    ),
+    "variant": (_create(NO_DV, columns=f"{COLUMNS}, j VARIANT"), None),
+    "clustered-domain-metadata": (
+        f"CREATE TABLE {{t}} ({COLUMNS}) USING DELTA CLUSTER BY (id) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')",
+        "clustering",
     ),
     "row-tracking": (_create({"delta.enableRowTracking": "true"}), "rowTracking"),
     "timestamp-ntz": (_create(NO_DV, columns=f"{COLUMNS}, ts TIMESTAMP_NTZ"), None),
@@ -195,6 +233,17 @@ def test_deltatx_reads_feature_tables(
             "INSERT INTO {t} SELECT id, '2024-01-01', 1.0, "
             "TIMESTAMP_NTZ'2024-01-01 10:00:00' FROM range(5)"
         )
+    elif name == "type-widening":
+        statements += [
+            "INSERT INTO {t} SELECT id, 'd', 1.0, CAST(id AS INT) FROM range(5)",
+            "ALTER TABLE {t} CHANGE COLUMN n TYPE BIGINT",
+            "INSERT INTO {t} SELECT id, 'd', 1.0, id * 10000000000 FROM range(5, 8)",
+        ]
+    elif name == "variant":
+        statements.append(
+            "INSERT INTO {t} SELECT id, 'd', 1.0, parse_json(concat('{{\"a\":', id, '}}')) "
+            "FROM range(5)"
+        )
     elif name in ("generated-column", "identity-column"):
         statements.append("INSERT INTO {t} (id, date, v) SELECT id, 'd', id * 1.0 FROM range(6)")
     else:
@@ -224,3 +273,34 @@ def test_deltatx_refuses_unsupported_features_by_name(
     with pytest.raises(UnsupportedFeatureError) as caught:
         DeltaTable.for_path(spark, path).to_df().collect()
     assert feature in str(caught.value) or caught.value.feature == feature
+
+
+def test_in_commit_timestamps_agree_for_history_and_time_travel(
+    spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path
+) -> None:
+    """Both engines record and use the same in-commit timestamps, whoever wrote each commit."""
+    path = str(tmp_path / "ict")
+    _run(delta_spark, path, [_create({"delta.enableInCommitTimestamps": "true"}), _insert(0, 5)])
+    deltatx.write(DeltaTable.for_path(spark, path).to_df().limit(2), path)
+    _run(delta_spark, path, [_insert(5, 5)])
+    theirs = delta_spark.exec(
+        "h = DeltaTable.forPath(spark, args['p']).history()\n"
+        "result = {r['version']: r['ms'] for r in "
+        "h.selectExpr('version', 'unix_millis(timestamp) AS ms').collect()}",
+        p=path,
+    )
+    log = DeltaLog.for_table(path)
+    ours_history = {e.version: e.timestamp for e in log.history()}
+    assert ours_history == {int(k): v for k, v in theirs.items()}
+    stamps = [ours_history[v] for v in sorted(ours_history)]
+    assert stamps == sorted(set(stamps)), "in-commit timestamps grow strictly"
+    for version, ms in ours_history.items():
+        assert log.snapshot(timestamp=ms).version == version
+        when = datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        rows = delta_spark.exec(
+            "r = spark.read.format('delta').option('timestampAsOf', args['t']).load(args['p'])\n"
+            "result = [x.asDict() for x in r.collect()]",
+            p=path,
+            t=when,
+        )
+        assert ours(spark, path, version) == canonical(rows), version

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from deltatx.log.delta_log import DeltaLog
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -53,3 +55,14 @@ def test_commit_case_and_report_run_end_to_end(tmp_path: Path) -> None:
     saved = json.loads((out / "latest.json").read_text())
     assert len(saved["rows"]) == len(rows)
     assert "## 1 commit" in (out / "latest.md").read_text()
+
+
+def test_large_commit_case_builds_a_log_both_engines_load(tmp_path: Path) -> None:
+    case = _bench("replay_case")
+    case.build_wide_log(str(tmp_path / "wide"), 7)
+    snap = DeltaLog.for_table(str(tmp_path / "wide")).snapshot()
+    assert snap.version == case.COMMITS - 1 and snap.num_files == 7
+    stats = json.loads(snap.add_files()[0].stats or "{}")
+    assert len(stats["minValues"]) == case.COLUMNS
+    (row,) = case.case_large_commits(str(tmp_path / "work"), 9, 1, lambda _: None)
+    assert row.deltatx.stats is not None and row.peer is not None and row.ratio is not None

@@ -173,7 +173,17 @@ class CommitInfo:
     user_metadata: str | None = None
     engine_info: str | None = None
     txn_id: str | None = None
+    in_commit_timestamp: int | None = None
     extra: JsonDict = field(default_factory=dict, compare=False)
+
+    @property
+    def commit_timestamp(self) -> int | None:
+        """When the commit happened: ``inCommitTimestamp`` when the writer recorded one.
+
+        Writers record it only while in-commit timestamps are enabled, and then it, not the
+        wall clock of ``timestamp`` or the file's modification time, is the commit's time.
+        """
+        return self.in_commit_timestamp if self.in_commit_timestamp is not None else self.timestamp
 
 
 @dataclass(frozen=True, slots=True)

@@ -338,12 +338,14 @@ def _commit_info_from(f: _Fields) -> CommitInfo:
         user_metadata=f.text("userMetadata"),
         engine_info=f.text("engineInfo"),
         txn_id=f.text("txnId"),
+        in_commit_timestamp=f.integer("inCommitTimestamp"),
         extra=f.extra(),
     )
 
 
 def _commit_info_to(a: CommitInfo) -> JsonDict:
     out: JsonDict = {}
+    _put(out, "inCommitTimestamp", a.in_commit_timestamp)
     _put(out, "timestamp", a.timestamp)
     _put(out, "operation", a.operation)
     _put(out, "operationParameters", a.operation_parameters)

@@ -75,6 +75,7 @@ _NEGATED = {
     ComparisonOp.GE: ComparisonOp.LT,
 }
 _PHYSICAL_NAME = "delta.columnMapping.physicalName"
+_TYPE_CHANGES = "delta.typeChanges"
 
 
 # --------------------------------------------------------------------------- structure helpers
@@ -222,6 +223,10 @@ class _FileView:
         may_have_value = nulls is None or n is None or nulls < n
         lo = parse_stat_value(next((self.min[k] for k in names if k in self.min), None), kind)
         hi = parse_stat_value(next((self.max[k] for k in names if k in self.max), None), kind)
+        if _TYPE_CHANGES in f.metadata:
+            # Type widening: files written before the change hold bounds in the older type,
+            # which need not read the same in the new one (a date as a timestamp).
+            lo = hi = None
         if kind in TIMESTAMP_KINDS and hi is not None:
             hi = Typed(hi.value + STAT_TRUNCATION, hi.aware)
         if kind is Kind.FRACTIONAL:

@@ -11,7 +11,21 @@ TABLE_FEATURES_READER_VERSION = 3
 TABLE_FEATURES_WRITER_VERSION = 7
 
 # Features whose semantics deltatx implements when reading a table.
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"deletionVectors", "timestampNtz"})
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
+    {
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        # Nothing for a reader to do: it binds VACUUM, which checks the protocol first.
+        "vacuumProtocolCheck",
+        # Spark's Parquet reader widens values written with the older, narrower type.
+        "typeWidening",
+        "typeWidening-preview",
+        # Spark 4 reads and writes the variant type natively.
+        "variantType",
+        "variantType-preview",
+    }
+)
 # Features deltatx honours when writing; writer-only features that only constrain writers of
 # data we never produce (e.g. appendOnly is enforced, invariants we refuse) are listed explicitly.
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
@@ -21,6 +35,18 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "domainMetadata",
         "timestampNtz",
         "changeDataFeed",
+        # Checkpoints carry checkpointMetadata and are never multi-part (log/checkpoint.py).
+        "v2Checkpoint",
+        # commitInfo comes first and records a monotonic inCommitTimestamp (log/commit.py).
+        "inCommitTimestamp",
+        # VACUUM checks the reader and writer protocol before deleting anything (log/vacuum.py).
+        "vacuumProtocolCheck",
+        # deltatx never changes a column's type, so it never has a typeChanges entry to add;
+        # the schema it writes back keeps the entries other writers recorded.
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
     }
 )
 
@@ -155,7 +181,15 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
     wanted = set(features)
     if not wanted - writer_features(base):
         return base
-    reader_writer = {"deletionVectors", "timestampNtz", "columnMapping", "v2Checkpoint"}
+    reader_writer = {
+        "deletionVectors",
+        "timestampNtz",
+        "columnMapping",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "variantType",
+    }
     writers = set(writer_features(base)) | wanted
     readers = set(reader_features(base)) | (wanted & reader_writer)
     if readers:
@@ -176,10 +210,19 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
 def protocol_for_configuration(
     configuration: dict[str, str] | Mapping[str, str], base: ProtocolAction
 ) -> ProtocolAction:
-    """The protocol that table properties need: (3, 7) with ``deletionVectors`` when DVs are on."""
+    """The protocol that table properties need: (3, 7) with the features they turn on.
+
+    ``delta.enableDeletionVectors`` needs ``deletionVectors``, ``delta.appendOnly`` needs
+    ``appendOnly``, ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint`` and
+    ``delta.enableInCommitTimestamps`` needs ``inCommitTimestamp``.
+    """
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
         features.append("deletionVectors")
     if configuration.get("delta.appendOnly", "false").lower() == "true":
         features.append("appendOnly")
+    if configuration.get("delta.checkpointPolicy", "classic").strip().lower() == "v2":
+        features.append("v2Checkpoint")
+    if configuration.get("delta.enableInCommitTimestamps", "false").strip().lower() == "true":
+        features.append("inCommitTimestamp")
     return protocol_with_features(base, features) if features else base

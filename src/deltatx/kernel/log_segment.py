@@ -1,5 +1,10 @@
 """Which log files make up a table version: the newest usable checkpoint plus later commits.
 
+A checkpoint is a classic one (``n.checkpoint.parquet``), a complete multi-part one, or a v2
+one (``n.checkpoint.<uuid>.json|parquet``, whose file actions may live in sidecars). Log
+compaction files (``x.y.compacted.json``) that fall wholly after the checkpoint stand in for
+the run of commits they reconcile.
+
 Pure: the caller lists ``_delta_log`` and passes the names; nothing here touches storage. Old
 commits before a checkpoint may have been cleaned up (that is normal), so gaps only matter
 between the chosen checkpoint (or version 0) and the requested version.
@@ -37,6 +42,8 @@ class LogSegment:
         checkpoint_files: The checkpoint's file names (parts in order); empty without one.
         commit_files: Names of the commits after the checkpoint up to ``version``, in order.
         ignored_checkpoints: Versions of checkpoints skipped because a part is missing.
+        compactions: ``(first, last, name)`` of the log compaction files replayed instead of
+            the commits ``first`` to ``last``.
     """
 
     version: int
@@ -44,6 +51,25 @@ class LogSegment:
     checkpoint_files: tuple[str, ...]
     commit_files: tuple[str, ...]
     ignored_checkpoints: tuple[int, ...] = ()
+    compactions: tuple[tuple[int, int, str], ...] = ()
+
+    def replay_files(self) -> tuple[tuple[str, int], ...]:
+        """``(name, version)`` of each file to replay after the checkpoint, in order.
+
+        A compaction file stands for the commits it covers and carries the last one's version.
+        """
+        starts = {first: (last, name) for first, last, name in self.compactions}
+        out: list[tuple[str, int]] = []
+        version = self.first_commit_version
+        while version <= self.version:
+            if version in starts:
+                last, name = starts[version]
+                out.append((name, last))
+                version = last + 1
+            else:
+                out.append((f"{version:020d}.json", version))
+                version += 1
+        return tuple(out)
 
     @property
     def first_commit_version(self) -> int:
@@ -112,6 +138,8 @@ def build_log_segment(
     commits: set[int] = set()
     parts_seen: dict[tuple[int, int], set[int]] = {}
     classic: set[int] = set()
+    v2: dict[int, str] = {}
+    compactions: dict[int, tuple[int, str]] = {}
     for name in names:
         f = parse_log_file(name)
         if f is None:
@@ -122,8 +150,14 @@ def build_log_segment(
             classic.add(f.version)
         elif f.kind is LogFileKind.MULTIPART_CHECKPOINT:
             parts_seen.setdefault((f.version, f.num_parts), set()).add(f.part)
-        # V2 (UUID-named) checkpoints need the v2Checkpoint reader feature, which deltatx does
-        # not support; such a table is refused by the protocol check, so they are skipped.
+        elif f.kind is LogFileKind.V2_CHECKPOINT:
+            # Each is the whole state; of several at one version, any will do.
+            if f.version not in v2 or name < v2[f.version]:
+                v2[f.version] = name
+        elif f.kind is LogFileKind.COMPACTION and (
+            f.version not in compactions or compactions[f.version][0] < f.end_version
+        ):
+            compactions[f.version] = (f.end_version, name)
 
     complete: dict[int, tuple[str, ...]] = {}
     incomplete: set[int] = set()
@@ -133,6 +167,8 @@ def build_log_segment(
                 complete[v] = tuple(_multipart(v, p, n) for p in range(1, n + 1))
         else:
             incomplete.add(v)
+    for v, name in v2.items():
+        complete.setdefault(v, (name,))
     for v in classic:
         complete[v] = (f"{v:020d}.checkpoint.parquet",)
     incomplete -= complete.keys()
@@ -182,7 +218,25 @@ def build_log_segment(
         checkpoint_files=() if checkpoint_version is None else complete[checkpoint_version],
         commit_files=tuple(f"{v:020d}.json" for v in range(start, target + 1)),
         ignored_checkpoints=tuple(sorted(v for v in incomplete if v <= target)),
+        compactions=_usable_compactions(compactions, start, target),
     )
+
+
+def _usable_compactions(
+    compactions: dict[int, tuple[int, str]], start: int, target: int
+) -> tuple[tuple[int, int, str], ...]:
+    # Greedy from the first commit to replay: the widest compaction that starts there and ends
+    # at or before the target replaces its commits.
+    chosen: list[tuple[int, int, str]] = []
+    version = start
+    while version <= target:
+        found = compactions.get(version)
+        if found is not None and found[0] <= target:
+            chosen.append((version, found[0], found[1]))
+            version = found[0] + 1
+        else:
+            version += 1
+    return tuple(chosen)
 
 
 def _multipart(version: int, part: int, num_parts: int) -> str:

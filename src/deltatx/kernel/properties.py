@@ -113,6 +113,29 @@ TARGET_FILE_SIZE = PropertySpec(
     "delta.targetFileSize", str(128 * 1024 * 1024), _parse_positive_int, None, "OPTIMIZE target"
 )
 
+
+def _parse_checkpoint_policy(value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered in ("classic", "v2"):
+        return lowered
+    raise ValueError(f"'{value}' is not a checkpoint policy (classic or v2)")
+
+
+CHECKPOINT_POLICY = PropertySpec(
+    "delta.checkpointPolicy",
+    "classic",
+    _parse_checkpoint_policy,
+    None,
+    "classic, or v2 (v2 checkpoints; adds the v2Checkpoint table feature)",
+)
+ENABLE_IN_COMMIT_TIMESTAMPS = PropertySpec(
+    "delta.enableInCommitTimestamps",
+    "false",
+    _parse_bool,
+    None,
+    "commit times recorded in the log, used by history and time travel",
+)
+
 SPECS: dict[str, PropertySpec] = {
     s.key: s
     for s in (
@@ -124,6 +147,8 @@ SPECS: dict[str, PropertySpec] = {
         APPEND_ONLY,
         MAX_COMMIT_ATTEMPTS,
         TARGET_FILE_SIZE,
+        CHECKPOINT_POLICY,
+        ENABLE_IN_COMMIT_TIMESTAMPS,
     )
 }
 

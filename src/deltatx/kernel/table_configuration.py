@@ -24,6 +24,9 @@ CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 
 
 class ColumnMappingMode(StrEnum):
@@ -125,6 +128,28 @@ class TableConfiguration:
     def deletion_vectors_enabled(self) -> bool:
         """Whether DML writes deletion vectors: the property is on and the protocol names them."""
         return self.properties.enable_deletion_vectors and "deletionVectors" in self.writer_features
+
+    @property
+    def in_commit_timestamps(self) -> bool:
+        """Whether commits record ``inCommitTimestamp``: the feature is there and enabled."""
+        enabled = self.metadata.configuration.get(IN_COMMIT_TIMESTAMPS, "false")
+        return enabled.strip().lower() == "true" and "inCommitTimestamp" in self.writer_features
+
+    def in_commit_timestamps_enabled_by(self, previous: TableConfiguration | None) -> bool:
+        """Whether a commit moving from ``previous`` to this configuration turns them on.
+
+        The protocol asks such a commit (other than the table's creation) to record the
+        version and time from which in-commit timestamps hold, in
+        ``delta.inCommitTimestampEnablementVersion`` and ``...EnablementTimestamp``.
+        """
+        return (
+            previous is not None and self.in_commit_timestamps and not previous.in_commit_timestamps
+        )
+
+    @property
+    def v2_checkpoints(self) -> bool:
+        """Whether checkpoints must follow the v2 spec (the ``v2Checkpoint`` feature)."""
+        return "v2Checkpoint" in self.reader_features
 
     @property
     def append_only(self) -> bool:

@@ -23,7 +23,7 @@ from deltatx.kernel.file_paths import PLAIN_PATH_NOT, file_key
 STR_MAP = pa.map_(pa.string(), pa.string())
 
 # (state name, wire name, state type); DV struct fields follow the same pattern.
-_DV_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
+DV_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("storage_type", "storageType", pa.string()),
     ("path_or_inline_dv", "pathOrInlineDv", pa.string()),
     ("offset", "offset", pa.int32()),
@@ -31,12 +31,12 @@ _DV_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("cardinality", "cardinality", pa.int64()),
     ("max_row_index", "maxRowIndex", pa.int64()),
 )
-DV_TYPE = pa.struct([(s, t) for s, _, t in _DV_FIELDS])
-DV_WIRE_TYPE = pa.struct([(w, t) for _, w, t in _DV_FIELDS])
+DV_TYPE = pa.struct([(s, t) for s, _, t in DV_FIELDS])
+DV_WIRE_TYPE = pa.struct([(w, t) for _, w, t in DV_FIELDS])
 # What checkpoints carry (delta-spark's checkpoint schema has no maxRowIndex).
-DV_CHECKPOINT_TYPE = pa.struct([(w, t) for _, w, t in _DV_FIELDS[:5]])
+DV_CHECKPOINT_TYPE = pa.struct([(w, t) for _, w, t in DV_FIELDS[:5]])
 
-_ADD_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
+ADD_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("path", "path", pa.string()),
     ("partition_values", "partitionValues", STR_MAP),
     ("size", "size", pa.int64()),
@@ -49,7 +49,7 @@ _ADD_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("default_row_commit_version", "defaultRowCommitVersion", pa.int64()),
     ("clustering_provider", "clusteringProvider", pa.string()),
 )
-_REMOVE_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
+REMOVE_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("path", "path", pa.string()),
     ("deletion_timestamp", "deletionTimestamp", pa.int64()),
     ("data_change", "dataChange", pa.bool_()),
@@ -61,18 +61,18 @@ _REMOVE_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("default_row_commit_version", "defaultRowCommitVersion", pa.int64()),
 )
 
-ADD_WIRE_NAMES = tuple(w for _, w, _t in _ADD_FIELDS)
-REMOVE_WIRE_NAMES = tuple(w for _, w, _t in _REMOVE_FIELDS)
-FILES_SCHEMA = pa.schema([(s, t) for s, _, t in _ADD_FIELDS])
-TOMBSTONES_SCHEMA = pa.schema([(s, t) for s, _, t in _REMOVE_FIELDS])
+ADD_WIRE_NAMES = tuple(w for _, w, _t in ADD_FIELDS)
+REMOVE_WIRE_NAMES = tuple(w for _, w, _t in REMOVE_FIELDS)
+FILES_SCHEMA = pa.schema([(s, t) for s, _, t in ADD_FIELDS])
+TOMBSTONES_SCHEMA = pa.schema([(s, t) for s, _, t in REMOVE_FIELDS])
 
 
 def _wire_type(fields: Sequence[tuple[str, str, pa.DataType]]) -> pa.DataType:
     return pa.struct([(w, DV_WIRE_TYPE if t == DV_TYPE else t) for _, w, t in fields])
 
 
-ADD_WIRE_TYPE = _wire_type(_ADD_FIELDS)
-REMOVE_WIRE_TYPE = _wire_type(_REMOVE_FIELDS)
+ADD_WIRE_TYPE = _wire_type(ADD_FIELDS)
+REMOVE_WIRE_TYPE = _wire_type(REMOVE_FIELDS)
 ADD_REQUIRED = ("path", "size", "modification_time", "data_change")
 REMOVE_REQUIRED = ("path", "data_change")
 
@@ -105,7 +105,7 @@ def _dv_from_wire(dv: pa.Array) -> pa.Array:
     n = len(dv)
     if dv.null_count == n:
         return pa.nulls(n, type=DV_TYPE)
-    children = [_field(dv, w, t, n) for _, w, t in _DV_FIELDS]
+    children = [_field(dv, w, t, n) for _, w, t in DV_FIELDS]
     return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=dv.is_null())
 
 
@@ -120,12 +120,12 @@ def _from_wire(
 
 def files_from_wire(struct: pa.Array) -> pa.Table:
     """Live files from a column of ``add`` structs (all rows valid)."""
-    return _from_wire(struct, _ADD_FIELDS, FILES_SCHEMA)
+    return _from_wire(struct, ADD_FIELDS, FILES_SCHEMA)
 
 
 def tombstones_from_wire(struct: pa.Array) -> pa.Table:
     """Tombstones from a column of ``remove`` structs (all rows valid)."""
-    return _from_wire(struct, _REMOVE_FIELDS, TOMBSTONES_SCHEMA)
+    return _from_wire(struct, REMOVE_FIELDS, TOMBSTONES_SCHEMA)
 
 
 def files_from_dicts(dicts: list[dict[str, Any]]) -> pa.Table:
@@ -275,7 +275,7 @@ def _to_wire(
     for s, w, t in fields:
         arr = table.column(s).combine_chunks()
         if t == DV_TYPE:
-            wanted = _DV_FIELDS[: dv_type.num_fields]
+            wanted = DV_FIELDS[: dv_type.num_fields]
             sub = [_field(arr, name, ct, len(arr)) for name, _, ct in wanted]
             arr = pa.StructArray.from_arrays(sub, fields=list(dv_type), mask=arr.is_null())
             t = dv_type
@@ -286,9 +286,9 @@ def _to_wire(
 
 def files_to_checkpoint(table: pa.Table) -> pa.StructArray:
     """Live files as a column of checkpoint ``add`` structs."""
-    return _to_wire(table, _ADD_FIELDS, DV_CHECKPOINT_TYPE)
+    return _to_wire(table, ADD_FIELDS, DV_CHECKPOINT_TYPE)
 
 
 def tombstones_to_checkpoint(table: pa.Table) -> pa.StructArray:
     """Tombstones as a column of checkpoint ``remove`` structs."""
-    return _to_wire(table, _REMOVE_FIELDS, DV_CHECKPOINT_TYPE)
+    return _to_wire(table, REMOVE_FIELDS, DV_CHECKPOINT_TYPE)

@@ -44,7 +44,11 @@ from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.row_level.plan import RebasePlan
 from deltatx.kernel.row_level.rules import RowLevelChecker, RowLevelWork, checker_for
 from deltatx.kernel.schema import parse_schema
-from deltatx.kernel.table_configuration import TableConfiguration
+from deltatx.kernel.table_configuration import (
+    ICT_ENABLEMENT_TIMESTAMP,
+    ICT_ENABLEMENT_VERSION,
+    TableConfiguration,
+)
 from deltatx.kernel.transaction import ReadSet, is_blind_append
 from deltatx.log.row_level.resolution import resolve_row_level
 from deltatx.log.row_level.vectors import (
@@ -254,12 +258,11 @@ def commit(
     plan = RebasePlan(pending)
     checker = checker_for(pending)
     written = NOTHING_WRITTEN
+    stamps = _Timestamps.of(configuration, read_snapshot)
     for attempt in range(1, limit + 1):
         # The plan's deletion vectors are written here, once per plan, never while checking.
         written = write_planned_vectors(log, plan, written)
-        data = serialize_commit(
-            [replace(info, timestamp=int(time.time() * 1000)), *written.actions(plan)]
-        )
+        data = serialize_commit(stamps.stamp(info, written.actions(plan), attempt_version))
         path = f"{log.log_path}/{commit_name(attempt_version)}"
         fault_point("commit.before_write")
         try:
@@ -284,6 +287,7 @@ def commit(
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
                 return _published(log, version, attempt, level, blind, txn_id, props)
+            stamps.after(winner.commit_info)
             step("rebasing")
             try:
                 settled = settle(log, checker, plan, winner)
@@ -302,6 +306,51 @@ def commit(
         num_actions=len(plan.pending.actions),
         elapsed_ms=(time.monotonic() - started) * 1000,
     )
+
+
+@dataclass(slots=True)
+class _Timestamps:
+    """The times an attempt records: ``timestamp`` always, ``inCommitTimestamp`` when enabled.
+
+    In-commit timestamps must grow strictly from commit to commit, so each attempt records
+    the later of the clock and one millisecond after the commit it follows (the read version,
+    then each winner it is rebased onto). The commit that turns them on for an existing table
+    also records its own version and timestamp as the enablement point.
+    """
+
+    in_commit: bool
+    enabling: bool
+    previous: int | None
+
+    @classmethod
+    def of(cls, configuration: TableConfiguration, read_snapshot: Snapshot | None) -> _Timestamps:
+        before = None if read_snapshot is None else read_snapshot.table_configuration
+        return cls(
+            in_commit=configuration.in_commit_timestamps,
+            enabling=configuration.in_commit_timestamps_enabled_by(before),
+            previous=None if read_snapshot is None else read_snapshot.timestamp,
+        )
+
+    def after(self, winner: CommitInfo | None) -> None:
+        """Notes a winning commit, which the next attempt follows."""
+        if winner is not None and winner.commit_timestamp is not None:
+            self.previous = winner.commit_timestamp
+
+    def stamp(self, info: CommitInfo, actions: Sequence[Action], version: int) -> list[Action]:
+        """``commitInfo`` (first, as the protocol requires) and the actions of an attempt."""
+        now = int(time.time() * 1000)
+        if not self.in_commit:
+            return [replace(info, timestamp=now), *actions]
+        stamp = now if self.previous is None else max(now, self.previous + 1)
+        out: list[Action] = [replace(info, timestamp=now, in_commit_timestamp=stamp)]
+        for action in actions:
+            if self.enabling and isinstance(action, Metadata):
+                conf = dict(action.configuration)
+                conf[ICT_ENABLEMENT_VERSION] = str(version)
+                conf[ICT_ENABLEMENT_TIMESTAMP] = str(stamp)
+                action = replace(action, configuration=conf)
+            out.append(action)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,10 +154,9 @@ class DeltaLog:
         hint = read_last_checkpoint(self.store, self.log_path)
         for start in ([f"{hint.version:020d}"] if hint else []) + [""]:
             versions = [
-                f.version
+                f.last_version
                 for s in self._list(start)
                 if (f := parse_log_file(s.name)) is not None
-                and f.kind is not LogFileKind.V2_CHECKPOINT
             ]
             if versions:
                 return max(versions)
@@ -263,13 +262,13 @@ class DeltaLog:
                 domain_metadata=cp.domain_metadata,
             )
             break
-        commits = [
-            self._read_commit_data(segment.first_commit_version + i, name, statuses.get(name))
-            for i, name in enumerate(segment.commit_files)
-        ]
+        files = segment.replay_files()
+        # Read one file at a time as the replay asks, so a large log is never all in memory.
+        commits = (self._read_commit_data(v, name, statuses.get(name)) for name, v in files)
         state, ts = replay(base, commits, table=self.table_path)
-        if ts is None and commits:
-            ts = commits[-1].modification_time
+        if ts is None and files and files[-1][0] == commit_name(segment.version):
+            status = statuses.get(files[-1][0])
+            ts = None if status is None else status.modification_time
         if ts is None:
             name = commit_name(segment.version)
             ts = self._commit_timestamp(segment.version, statuses.get(name))
@@ -362,8 +361,8 @@ class DeltaLog:
                 if f is not None and f.version == version:
                     return s.modification_time
             raise
-        if info is not None and info.timestamp is not None:
-            return info.timestamp
+        if info is not None and info.commit_timestamp is not None:
+            return info.commit_timestamp
         if status is None:
             name = commit_name(version)
             status = next((s for s in self._list(name) if s.name == name), None)
@@ -410,7 +409,7 @@ class DeltaLog:
         out = []
         for version, status in commits:
             info = self.commit_info(version)
-            ts = info.timestamp if info is not None and info.timestamp is not None else None
+            ts = None if info is None else info.commit_timestamp
             out.append(HistoryEntry(version, status.modification_time if ts is None else ts, info))
         return out
 

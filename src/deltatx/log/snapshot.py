@@ -27,7 +27,7 @@ from deltatx.kernel.actions import (
     RemoveFile,
     SetTransaction,
 )
-from deltatx.kernel.codec import action_from_json_obj
+from deltatx.kernel.codec import action_from_json_obj, deletion_vector_from_json
 from deltatx.kernel.deletion_vectors import check_descriptor
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Expression
@@ -36,6 +36,7 @@ from deltatx.kernel.properties import TableProperties
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.log import _state
+from deltatx.log.file_actions import FileActionBatch
 
 # Past this many chunks the Arrow state is compacted, so long runs of incremental updates do
 # not leave thousands of tiny chunks behind.
@@ -87,17 +88,14 @@ def _fail_at(obj: dict[str, Any], where: str, why: str) -> InvalidTableError:
     return InvalidTableError(f"{where}: {why}")
 
 
-_FileEntry = tuple[bool, dict[str, Any], str, int]
-
-
 def replay(
     base: TableState, commits: Iterable[CommitData], *, table: str
 ) -> tuple[TableState, int | None]:
     """Applies commits, in order, on top of ``base``.
 
     Returns:
-        The new state and the ``commitInfo.timestamp`` of the last commit (None if it has
-        none).
+        The new state and the time of the last commit (``commitInfo.inCommitTimestamp``,
+        else ``commitInfo.timestamp``; None if it has neither).
 
     Raises:
         InvalidTableError: A commit is malformed (the message names file and line), version 0
@@ -106,7 +104,7 @@ def replay(
     """
     loads = json.loads
     decode_error = json.JSONDecodeError
-    entries: dict[str, _FileEntry] = {}
+    batch = FileActionBatch()
     protocol, metadata = base.protocol, base.metadata
     txns = dict(base.app_transactions)
     domains = dict(base.domain_metadata)
@@ -114,20 +112,25 @@ def replay(
     pending_metadata: tuple[dict[str, Any], str] | None = None
     for commit in commits:
         where = commit.path
-        try:
-            text = commit.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidTableError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+        data = commit.data
         commit_ts: int | None = None
         saw_protocol = saw_metadata = False
-        if not text.strip():
+        if not data or data.isspace():
             # Every writer puts at least one action in a commit; an empty file is a torn
             # write on a store without atomic puts, and reading it as "no change" would hide
             # whatever the commit held.
             raise InvalidTableError(f"{where}: the commit file is empty")
-        for lineno, line in enumerate(text.split("\n"), start=1):
-            if not line or line.isspace():
+        offset = 0
+        for lineno, raw in enumerate(data.split(b"\n"), start=1):
+            start, offset = offset, offset + len(raw) + 1
+            if not raw or raw.isspace() or batch.take_line(raw, where, lineno):
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidTableError(
+                    f"{where}: not UTF-8 text (byte {start + exc.start})"
+                ) from None
             try:
                 obj = loads(line)
             except decode_error as exc:
@@ -143,19 +146,14 @@ def replay(
                 )
             ((kind, body),) = obj.items()
             if kind == "add" or kind == "remove":
-                if type(body) is not dict or type(body.get("path")) is not str:
+                if type(body) is not dict or not batch.take_object(kind, body, where, lineno):
                     raise _fail_at(obj, f"{where} line {lineno}", "malformed file action")
-                dv = body.get("deletionVector")
-                if dv is not None:
-                    if type(dv) is not dict:
-                        raise _fail_at(obj, f"{where} line {lineno}", "malformed deletion vector")
-                    # Rare enough to afford the strict codec and a check of the descriptor.
-                    action = action_from_json_obj(obj, where=f"{where} line {lineno}")
-                    if isinstance(action, AddFile | RemoveFile) and action.deletion_vector:
-                        check_descriptor(action.deletion_vector, f"{where} line {lineno}")
-                entries[_state.dict_key(body, root=table)] = (kind == "add", body, where, lineno)
             elif kind == "commitInfo":
-                ts = body.get("timestamp") if type(body) is dict else None
+                # With in-commit timestamps on, the recorded one is the commit's time.
+                ts = None
+                if type(body) is dict:
+                    ts = body.get("inCommitTimestamp")
+                    ts = ts if type(ts) is int else body.get("timestamp")
                 commit_ts = ts if type(ts) is int else None
             elif kind == "metaData":
                 # Decoded only if no later metaData supersedes it: some writers (Databricks
@@ -173,6 +171,7 @@ def replay(
                     else:
                         domains[action.domain] = action
             # cdc, commitInfo details and unknown actions do not change the table state.
+        batch.flush()
         if commit.version == 0 and not (saw_protocol and saw_metadata):
             missing = " and ".join(
                 n for n, s in (("protocol", saw_protocol), ("metaData", saw_metadata)) if not s
@@ -197,41 +196,59 @@ def replay(
         app_transactions=txns,
         domain_metadata=domains,
     )
-    if entries:
-        _apply_files(state, entries, table)
+    if len(batch):
+        _apply_files(state, batch, table)
     return state, last_ts
 
 
-def _build(entries: dict[str, _FileEntry], is_add: bool, table: str) -> tuple[pa.Table, pa.Array]:
-    keys = [k for k, e in entries.items() if e[0] is is_add]
-    bodies = [e[1] for e in entries.values() if e[0] is is_add]
-    build = _state.files_from_dicts if is_add else _state.tombstones_from_dicts
-    required = _state.ADD_REQUIRED if is_add else _state.REMOVE_REQUIRED
-    try:
-        result = build(bodies)
-        bad = _state.missing_required(result, required)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        # OverflowError: an integer beyond int64, which pyarrow does not wrap.
-        bad = True
-    if bad:
-        kind = "add" if is_add else "remove"
-        for e in entries.values():
-            if e[0] is is_add:
-                # Raises the codec's precise message (file, line, field) for the bad one.
-                action_from_json_obj({kind: e[1]}, where=f"{e[2]} line {e[3]}")
-        raise InvalidTableError(f"{table}: a {kind} action has a field of the wrong type")
-    if is_add and (row := _state.negative_size(result)) is not None:
-        _, body, where, lineno = [e for e in entries.values() if e[0]][row]
+def _check_batch(batch: FileActionBatch, adds: pa.Table) -> None:
+    for where, lineno, kind, wire in batch.deletion_vector_wires:
+        at = f"{where} line {lineno} ({kind})"
+        check_descriptor(deletion_vector_from_json(wire, at), at)
+    if (row := _state.negative_size(adds)) is not None:
+        _, where, lineno = batch.add_positions[row]
         raise InvalidTableError(
-            f"{where} line {lineno}: add {body['path']!r} has a negative size ({body['size']})"
+            f"{where} line {lineno}: add {adds.column('path')[row].as_py()!r} has a negative "
+            f"size ({adds.column('size')[row].as_py()})"
         )
-    return result, pa.array(keys, pa.string())
 
 
-def _apply_files(state: TableState, entries: dict[str, _FileEntry], table: str) -> None:
-    touched = pa.array(list(entries), pa.string())
-    adds, add_keys = _build(entries, True, table)
-    removes, remove_keys = _build(entries, False, table)
+def _newest_only(
+    adds: pa.Table,
+    add_keys: pa.Array,
+    removes: pa.Table,
+    remove_keys: pa.Array,
+    batch: FileActionBatch,
+) -> tuple[pa.Table, pa.Array, pa.Table, pa.Array]:
+    """Keeps, for a key that several actions of the batch name, only the newest action."""
+    sequences = [p[0] for p in batch.add_positions] + [p[0] for p in batch.remove_positions]
+    keys = add_keys.to_pylist() + remove_keys.to_pylist()
+    newest: dict[str, int] = {}
+    for key, sequence in zip(keys, sequences, strict=True):
+        if sequence > newest.get(key, -1):
+            newest[key] = sequence
+    keep = pa.array([newest[k] == s for k, s in zip(keys, sequences, strict=True)])
+    n = adds.num_rows
+    keep_adds, keep_removes = keep.slice(0, n), keep.slice(n)
+    return (
+        adds.filter(keep_adds),
+        add_keys.filter(keep_adds),
+        removes.filter(keep_removes),
+        remove_keys.filter(keep_removes),
+    )
+
+
+def _apply_files(state: TableState, batch: FileActionBatch, table: str) -> None:
+    adds = batch.files()
+    removes = batch.tombstones()
+    _check_batch(batch, adds)
+    add_keys = _state.table_keys(adds, root=table).combine_chunks()
+    remove_keys = _state.table_keys(removes, root=table).combine_chunks()
+    touched = pc.unique(pa.concat_arrays([add_keys, remove_keys]))
+    if len(touched) < len(batch):
+        adds, add_keys, removes, remove_keys = _newest_only(
+            adds, add_keys, removes, remove_keys, batch
+        )
     state.files, state.file_keys = _merge(state.files, state.file_keys, touched, adds, add_keys)
     state.tombstones, state.tombstone_keys = _merge(
         state.tombstones, state.tombstone_keys, touched, removes, remove_keys

@@ -462,3 +462,24 @@ def test_partition_predicate() -> None:
     assert partition_predicate(Not(Or((d, v))), parts) == cmp("!=", "date", "2024-01-01")
     assert partition_predicate(Not(IsNull(Column("date"))), parts) == IsNotNull(Column("date"))
     assert partition_predicate(And((d, Opaque("f(date)"))), parts) == d
+
+
+def test_bounds_of_a_widened_column_are_not_trusted() -> None:
+    # Type widening (date -> timestamp_ntz): a file written before the change holds its bounds
+    # in the older type; deltatx does not prune on them (the bounds would rule this file out),
+    # only on the null count.
+    change = [{"fromType": "date", "toType": "timestamp_ntz"}]
+    widened = StructType(
+        (StructField("d", PrimitiveType("timestamp_ntz"), metadata={"delta.typeChanges": change}),)
+    )
+    f = file(
+        stats={
+            "numRecords": 2,
+            "minValues": {"d": "2024-01-01"},
+            "maxValues": {"d": "2024-01-01"},
+            "nullCount": {"d": 0},
+        }
+    )
+    early = cmp("<", "d", datetime(2023, 12, 31, 0, 0))
+    assert file_may_match(early, f, schema=widened, partition_columns=())
+    assert not file_may_match(IsNull(Column("d")), f, schema=widened, partition_columns=())

@@ -10,6 +10,7 @@ from deltatx.kernel.features import (
     DEFAULT_PROTOCOL,
     check_readable,
     check_writable,
+    protocol_for_configuration,
     reader_features,
     writer_features,
 )
@@ -50,3 +51,59 @@ def test_an_unsupported_writer_feature_is_refused_by_name() -> None:
     check_readable(p)
     with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
         check_writable(p)
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+    ],
+)
+def test_reader_writer_features_other_engines_write_are_read_and_written(feature: str) -> None:
+    p = ProtocolAction(3, 7, reader_features=(feature,), writer_features=(feature,))
+    check_readable(p)
+    check_writable(p)
+
+
+@pytest.mark.parametrize("feature", ["inCommitTimestamp", "domainMetadata"])
+def test_writer_features_deltatx_honours_are_writable(feature: str) -> None:
+    check_writable(ProtocolAction(3, 7, reader_features=(), writer_features=(feature,)))
+
+
+@pytest.mark.parametrize("feature", ["rowTracking", "clustering"])
+def test_writes_to_tables_with_features_deltatx_does_not_maintain_are_refused(
+    feature: str,
+) -> None:
+    p = ProtocolAction(3, 7, reader_features=(), writer_features=("domainMetadata", feature))
+    check_readable(p)
+    with pytest.raises(UnsupportedFeatureError, match=feature) as caught:
+        check_writable(p)
+    assert caught.value.feature == feature
+
+
+@pytest.mark.parametrize(
+    ("configuration", "feature", "reader"),
+    [
+        ({"delta.checkpointPolicy": "v2"}, "v2Checkpoint", True),
+        ({"delta.checkpointPolicy": "V2"}, "v2Checkpoint", True),
+        ({"delta.enableInCommitTimestamps": "true"}, "inCommitTimestamp", False),
+    ],
+)
+def test_properties_bring_the_features_they_need(
+    configuration: dict[str, str], feature: str, reader: bool
+) -> None:
+    p = protocol_for_configuration(configuration, DEFAULT_PROTOCOL)
+    assert feature in writer_features(p)
+    assert (feature in reader_features(p)) is reader
+    assert "appendOnly" in writer_features(p)  # what the legacy version implied is kept
+
+
+def test_classic_checkpoint_policy_needs_no_feature() -> None:
+    assert protocol_for_configuration({"delta.checkpointPolicy": "classic"}, DEFAULT_PROTOCOL) == (
+        DEFAULT_PROTOCOL
+    )

@@ -10,8 +10,10 @@ from deltatx.kernel.log_paths import (
     LogFileKind,
     checkpoint_name,
     commit_name,
+    compaction_name,
     multipart_checkpoint_name,
     parse_log_file,
+    v2_checkpoint_name,
 )
 
 VERSIONS = st.integers(0, 10**20 - 1)
@@ -42,6 +44,22 @@ def test_uuid_checkpoint_is_v2() -> None:
     name = "00000000000000000003.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"
     f = parse_log_file(name)
     assert f is not None and f.kind is LogFileKind.V2_CHECKPOINT and f.version == 3
+
+
+def test_compaction_files_carry_their_range() -> None:
+    f = parse_log_file(compaction_name(3, 9))
+    assert f is not None and f.kind is LogFileKind.COMPACTION
+    assert (f.version, f.end_version, f.last_version) == (3, 9, 9)
+    assert parse_log_file(compaction_name(9, 3)) is None
+
+
+def test_v2_checkpoint_names_parse_back() -> None:
+    for json_format in (False, True):
+        name = v2_checkpoint_name(
+            12, "80a083e8-7026-4e79-81be-64bd76c43a11", json_format=json_format
+        )
+        f = parse_log_file(name)
+        assert f is not None and f.kind is LogFileKind.V2_CHECKPOINT and f.last_version == 12
 
 
 @pytest.mark.parametrize(

@@ -127,10 +127,48 @@ def test_missing_version_zero_without_checkpoint_is_invalid() -> None:
         build_log_segment([c(2), c(3)], table="/t")
 
 
-def test_v2_checkpoints_are_skipped() -> None:
-    uuid_cp = "00000000000000000002.checkpoint.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.parquet"
-    seg = build_log_segment([c(0), c(1), c(2), uuid_cp])
-    assert seg.checkpoint_version is None and len(seg.commit_files) == 3
+UUID_A = "3a0d65cd-4056-49b8-937b-95f9e3ee90e5"
+UUID_B = "80a083e8-7026-4e79-81be-64bd76c43a11"
+
+
+def v2(v: int, uuid: str = UUID_A, ext: str = "parquet") -> str:
+    return f"{v:020d}.checkpoint.{uuid}.{ext}"
+
+
+def compacted(a: int, b: int) -> str:
+    return f"{a:020d}.{b:020d}.compacted.json"
+
+
+@pytest.mark.parametrize("ext", ["parquet", "json"])
+def test_v2_checkpoints_start_the_segment(ext: str) -> None:
+    seg = build_log_segment([c(0), c(1), c(2), v2(2, ext=ext), c(3)])
+    assert seg.checkpoint_version == 2 and seg.checkpoint_files == (v2(2, ext=ext),)
+    assert seg.commit_files == (c(3),)
+
+
+def test_of_several_checkpoints_at_one_version_one_is_chosen_deterministically() -> None:
+    seg = build_log_segment([v2(4, UUID_B), v2(4, UUID_A), c(5)])
+    assert seg.checkpoint_files == (v2(4, UUID_A),)
+    seg = build_log_segment([v2(4, UUID_B), cp(4), c(5)])
+    assert seg.checkpoint_files == (cp(4),)
+
+
+def test_a_compaction_replaces_the_commits_it_covers() -> None:
+    names = [cp(2), *(c(v) for v in range(0, 9)), compacted(3, 5), compacted(6, 7)]
+    seg = build_log_segment(names)
+    assert seg.replay_files() == (
+        (compacted(3, 5), 5),
+        (compacted(6, 7), 7),
+        (c(8), 8),
+    )
+
+
+def test_a_compaction_reaching_past_the_target_or_before_the_checkpoint_is_not_used() -> None:
+    names = [cp(4), *(c(v) for v in range(0, 9)), compacted(2, 6), compacted(5, 8)]
+    assert build_log_segment(names, version=7).replay_files() == tuple(
+        (c(v), v) for v in range(5, 8)
+    )
+    assert build_log_segment(names).replay_files() == ((compacted(5, 8), 8),)
 
 
 def test_hint_naming_an_unlisted_checkpoint_is_ignored() -> None:

@@ -113,3 +113,36 @@ def test_unknown_writer_feature_makes_the_table_unwritable() -> None:
 def test_unparsable_schema_is_refused() -> None:
     with pytest.raises(InvalidTableError):
         config(schema_string="{not json")
+
+
+ICT = ProtocolAction(3, 7, (), ("inCommitTimestamp",))
+ICT_ON = {"delta.enableInCommitTimestamps": "true"}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "conf", "expected"),
+    [
+        (ICT, ICT_ON, True),
+        (ICT, {}, False),  # the feature alone records nothing
+        (LEGACY, ICT_ON, False),  # the property without the feature is not in force
+        (ICT, {"delta.enableInCommitTimestamps": "FALSE"}, False),
+    ],
+)
+def test_in_commit_timestamps_need_the_feature_and_the_property(
+    protocol: ProtocolAction, conf: dict[str, str], expected: bool
+) -> None:
+    assert config(protocol, conf).in_commit_timestamps is expected
+
+
+def test_only_the_commit_that_turns_them_on_enables_them() -> None:
+    off, on = config(ICT), config(ICT, ICT_ON)
+    assert on.in_commit_timestamps_enabled_by(off)
+    assert not on.in_commit_timestamps_enabled_by(on)
+    assert not on.in_commit_timestamps_enabled_by(None)  # a new table needs no enablement
+    assert not off.in_commit_timestamps_enabled_by(on)
+
+
+def test_v2_checkpoints_follow_the_feature() -> None:
+    v2 = ProtocolAction(3, 7, ("v2Checkpoint",), ("v2Checkpoint",))
+    assert config(v2).v2_checkpoints
+    assert not config(LEGACY, {"delta.checkpointPolicy": "v2"}).v2_checkpoints

@@ -185,8 +185,8 @@ def test_newest_protocol_metadata_txn_and_domains_win(store: MemoryLogStore, log
 
 def test_unreadable_protocol_is_refused(store: MemoryLogStore, log: DeltaLog) -> None:
     create(store, ROOT)
-    write_commit(store, ROOT, 1, [ProtocolAction(3, 7, ("v2Checkpoint",), ("v2Checkpoint",))])
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
+    write_commit(store, ROOT, 1, [ProtocolAction(3, 7, ("futureFeature",), ("futureFeature",))])
+    with pytest.raises(UnsupportedFeatureError, match="futureFeature"):
         log.snapshot()
     assert log.snapshot(0).version == 0
 
