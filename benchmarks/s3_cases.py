@@ -27,7 +27,7 @@ from deltatx.log.transaction import OptimisticTransaction
 from deltatx.version import __version__ as DELTATX_VERSION
 
 APPEND = Operation(OperationName.WRITE, {"mode": "Append"})
-CASE = "13 commit on S3"
+CASE = "14 commit on S3"
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,9 @@ def run_all(sizes: S3Sizes, log: Callable[[str], None]) -> list[Row]:
         ours, theirs = f"s3://{bucket}/deltatx", f"s3://{bucket}/delta-rs"
         _create(ours)
         _create(theirs)
-        log(f"case 13: {sizes.commits} commits on S3 (moto on loopback), deltatx")
+        log(f"case 14: {sizes.commits} commits on S3 (moto on loopback), deltatx")
         dx_samples, dx_rate = _deltatx(ours, sizes.commits)
-        log("case 13: delta-rs")
+        log("case 14: delta-rs")
         options: dict[str, Any] = {**env, "AWS_ALLOW_HTTP": "true", "AWS_CONDITIONAL_PUT": "etag"}
         rs_samples, rs_rate = _delta_rs(theirs, sizes.commits, options)
     finally:
