@@ -176,10 +176,12 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
 def protocol_for_configuration(
     configuration: dict[str, str] | Mapping[str, str], base: ProtocolAction
 ) -> ProtocolAction:
-    """The protocol that table properties need: (3, 7) with ``deletionVectors`` when DVs are on."""
+    """The protocol that table properties need (the features they turn on, e.g. DVs, CDF)."""
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
         features.append("deletionVectors")
     if configuration.get("delta.appendOnly", "false").lower() == "true":
         features.append("appendOnly")
+    if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
+        features.append("changeDataFeed")
     return protocol_with_features(base, features) if features else base

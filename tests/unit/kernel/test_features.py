@@ -10,6 +10,7 @@ from deltatx.kernel.features import (
     DEFAULT_PROTOCOL,
     check_readable,
     check_writable,
+    protocol_for_configuration,
     reader_features,
     writer_features,
 )
@@ -50,3 +51,16 @@ def test_an_unsupported_writer_feature_is_refused_by_name() -> None:
     check_readable(p)
     with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
         check_writable(p)
+
+
+def test_turning_on_the_change_data_feed_names_its_writer_feature() -> None:
+    on = {"delta.enableChangeDataFeed": "true"}
+    legacy = protocol_for_configuration(on, ProtocolAction(1, 2))
+    assert "changeDataFeed" in writer_features(legacy)
+    assert legacy.min_reader_version == 1
+    with_dvs = ProtocolAction(3, 7, reader_features=("deletionVectors",), writer_features=())
+    upgraded = protocol_for_configuration(on, with_dvs)
+    assert "changeDataFeed" in (upgraded.writer_features or ())
+    # Writer version 4 already implies the feature: nothing to change.
+    assert protocol_for_configuration(on, ProtocolAction(1, 4)) == ProtocolAction(1, 4)
+    assert protocol_for_configuration({"delta.enableChangeDataFeed": "false"}, legacy) == legacy
