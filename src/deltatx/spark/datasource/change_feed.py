@@ -86,10 +86,11 @@ class ChangeFeedReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         """The range's change files, a few per task, in version order."""
         files = changes_between(DeltaLog.for_table(self.table_path), self.start, self.end)
+        # Spark reads an empty partition list as "one partition, whatever it is"; say empty.
         return [
             ChangesPartition(tuple(files[i : i + _FILES_PER_TASK]))
             for i in range(0, len(files), _FILES_PER_TASK)
-        ]
+        ] or [ChangesPartition(())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The change rows of the partition's files, as Arrow batches."""
