@@ -13,6 +13,7 @@ rows is an engine's job (the Spark data source reads them task by task with pyar
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -144,22 +145,40 @@ def records_changes(metadata: Metadata) -> bool:
     return metadata.configuration.get(CHANGE_DATA_FEED, "false").strip().lower() == "true"
 
 
-def commit_timestamps(log: DeltaLog) -> dict[int, int]:
-    """Each published commit's change feed timestamp (ms): its file's modification time.
+def commit_timestamp(actions: Iterable[Action]) -> int | None:
+    """A commit's ``_commit_timestamp`` (ms) from its actions, or None when they hold none.
 
-    The protocol derives ``_commit_timestamp`` from the commit file's modification time unless
-    the table uses in-commit timestamps (see :func:`changes_between`, which prefers those).
+    The in-commit timestamp when the table keeps them; otherwise ``commitInfo.timestamp``, the
+    time deltatx's history and time travel use, and the one delta-rs reports. A commit with
+    neither falls back to its file's modification time (see :func:`changes_between`).
     """
-    return log.commit_modification_times()
-
-
-def _in_commit_timestamp(actions: Iterable[Action]) -> int | None:
     for a in actions:
         if isinstance(a, CommitInfo):
             value = a.extra.get(_IN_COMMIT_TIMESTAMP)
             if isinstance(value, int):
                 return value
+            return a.timestamp
     return None
+
+
+def _first_version(log: DeltaLog, millis: int, *, after: bool) -> int | None:
+    """The first version committed at or after ``millis`` (``after``), else the last before.
+
+    None when there is no such version.
+    """
+    versions = sorted(log.commit_modification_times())
+    cache: dict[int, int] = {}
+
+    def ts(i: int) -> int:
+        if i not in cache:
+            cache[i] = log.commit_timestamp(versions[i])
+        return cache[i]
+
+    if after:
+        index = bisect.bisect_left(range(len(versions)), millis, key=ts)
+        return versions[index] if index < len(versions) else None
+    index = bisect.bisect_right(range(len(versions)), millis, key=ts) - 1
+    return versions[index] if index >= 0 else None
 
 
 def version_range(
@@ -192,33 +211,27 @@ def version_range(
             "reading the change data feed needs a starting version or a starting timestamp"
         )
     latest = log.latest_version()
-    times: dict[int, int] | None = None
-    if starting_timestamp is not None or ending_timestamp is not None:
-        times = commit_timestamps(log)
     if starting_version is not None:
         if starting_version < 0:
             raise InvalidArgumentError(f"starting version must be >= 0, got {starting_version}")
         start = starting_version
     else:
-        assert times is not None and starting_timestamp is not None
-        millis = to_millis(starting_timestamp)
-        later = [v for v, t in sorted(times.items()) if t >= millis]
-        if not later:
+        assert starting_timestamp is not None
+        first = _first_version(log, to_millis(starting_timestamp), after=True)
+        if first is None:
             raise VersionNotFoundError(
                 f"{log.table_path}: no version was committed at or after {starting_timestamp!r} "
                 f"(the latest version is {latest})"
             )
-        start = later[0]
+        start = first
     if start > latest:
         raise VersionNotFoundError(
             f"{log.table_path}: the change data feed cannot start at version {start}; the "
             f"latest version is {latest}"
         )
     if ending_timestamp is not None:
-        assert times is not None
-        millis = to_millis(ending_timestamp)
-        earlier = [v for v, t in sorted(times.items()) if t <= millis]
-        end = earlier[-1] if earlier else -1
+        last = _first_version(log, to_millis(ending_timestamp), after=False)
+        end = -1 if last is None else last
     else:
         end = latest if ending_version is None else min(ending_version, latest)
     if ending_version is not None and ending_version < start:
@@ -251,7 +264,6 @@ def changes_between(log: DeltaLog, start: int, end: int) -> list[ChangeFile]:
         return []
     metadata = log.snapshot(start).metadata
     reader = DvReader(log)
-    times = commit_timestamps(log)
     out: list[ChangeFile] = []
     for version in range(start, end + 1):
         actions = log.read_commit(version)
@@ -266,9 +278,7 @@ def changes_between(log: DeltaLog, start: int, end: int) -> list[ChangeFile]:
                 f"after the property was turned on.",
                 version=version,
             )
-        timestamp = _in_commit_timestamp(actions)
-        if timestamp is None:
-            timestamp = times.get(version)
+        timestamp = commit_timestamp(actions)
         if timestamp is None:
             timestamp = log.commit_timestamp(version)
         out.extend(
@@ -288,7 +298,7 @@ __all__ = [
     "ChangeFile",
     "ChangeType",
     "changes_between",
-    "commit_timestamps",
+    "commit_timestamp",
     "records_changes",
     "version_change_files",
     "version_range",

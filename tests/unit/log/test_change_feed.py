@@ -110,22 +110,28 @@ def build(store: MemoryLogStore, *versions: list[object]) -> None:
         store.set_modification_time(f"{ROOT}/_delta_log/{commit_name(v)}", 10_000 * (v + 1))
 
 
-def test_changes_between_lists_versions_in_order_with_file_times(
+def test_changes_between_lists_versions_in_order_with_commit_times(
     store: MemoryLogStore, log: DeltaLog
 ) -> None:
     build(
         store,
         [info(1), PROTOCOL, CDF_ON],
-        [info(2), add("a.parquet")],
-        [info(3), remove("a.parquet"), add("b.parquet"), cdc("_change_data/u.parquet")],
+        [info(2_000), add("a.parquet")],
+        [
+            CommitInfo(operation="UPDATE"),
+            remove("a.parquet"),
+            add("b.parquet"),
+            cdc("_change_data/u.parquet"),
+        ],
     )
     out = changes_between(log, 0, 2)
     assert [(f.version, f.path, f.change_type) for f in out] == [
         (1, "a.parquet", ChangeType.INSERT),
         (2, "_change_data/u.parquet", None),
     ]
-    # Without in-commit timestamps, the commit file's modification time (not commitInfo's).
-    assert [f.timestamp for f in out] == [20_000, 30_000]
+    # commitInfo's timestamp (as history and time travel report it); without one, the
+    # commit file's modification time.
+    assert [f.timestamp for f in out] == [2_000, 30_000]
 
 
 def test_in_commit_timestamps_win_over_file_times(store: MemoryLogStore, log: DeltaLog) -> None:
@@ -172,8 +178,12 @@ def test_version_range_bounds(store: MemoryLogStore, log: DeltaLog) -> None:
 
 
 def test_timestamps_select_the_versions_inside_them(store: MemoryLogStore, log: DeltaLog) -> None:
-    build(store, [info(1), PROTOCOL, CDF_ON], [info(2), add("a")], [info(3), add("b")])
-    # Commit files were stamped 10 000, 20 000 and 30 000 ms.
+    build(
+        store,
+        [info(10_000), PROTOCOL, CDF_ON],
+        [info(20_000), add("a")],
+        [info(30_000), add("b")],
+    )
     assert version_range(log, starting_timestamp=15_000) == (1, 2)
     assert version_range(log, starting_timestamp=10_000, ending_timestamp=25_000) == (0, 1)
     with pytest.raises(VersionNotFoundError, match="at or after"):
