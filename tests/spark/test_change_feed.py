@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import ChangeDataNotRecordedError, UnsupportedFeatureError
+from deltatx.errors import ChangeDataNotRecordedError, SqlError, UnsupportedFeatureError
 from deltatx.kernel.actions import AddCDCFile
 from deltatx.kernel.features import writer_features
 
@@ -158,6 +158,10 @@ def test_sql_table_changes(spark: SparkSession, written: Written) -> None:
     )
     expected = sorted(c for c in written.model.changes if c[4] >= 3 and c[3] != "insert")
     assert feed(df) == expected
+    with pytest.raises(SqlError, match="whole number"):
+        deltatx.sql(f"SELECT * FROM table_changes_by_path('{path}', 1.5)")
+    with pytest.raises(SqlError, match="starting version or timestamp"):
+        deltatx.sql(f"SELECT * FROM table_changes_by_path('{path}')")
 
 
 def _plain_table(spark: SparkSession, path: Path, **properties: Any) -> DeltaTable:

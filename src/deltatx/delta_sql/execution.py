@@ -333,11 +333,12 @@ def _table_changes(spark: SparkSession, node: exp.Expression) -> tuple[str, Data
     table = _table(spark, ref, name)
     bounds: list[dict[str, Any]] = []
     for literal in literals[1:]:
-        bounds.append(
-            {"timestamp": str(literal.this)}
-            if literal.is_string
-            else {"version": int(str(literal.this))}
-        )
+        if literal.is_string:
+            bounds.append({"timestamp": str(literal.this)})
+        elif str(literal.this).isdigit():
+            bounds.append({"version": int(str(literal.this))})
+        else:
+            raise SqlError(f"{name}: a version must be a whole number, got {literal.this}")
     start = bounds[0]
     end = bounds[1] if len(bounds) > 1 else {}
     frame = table.changes(
