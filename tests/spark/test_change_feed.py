@@ -22,6 +22,7 @@ from deltatx import DeltaTable
 from deltatx.errors import ChangeDataNotRecordedError, SqlError, UnsupportedFeatureError
 from deltatx.kernel.actions import AddCDCFile
 from deltatx.kernel.features import writer_features
+from deltatx.spark.datasource.change_feed import read_changes
 
 SCHEMA = "id BIGINT, v STRING, part STRING"
 CDF = {"delta.enableChangeDataFeed": "true"}
@@ -149,6 +150,15 @@ def test_commit_timestamps_and_timestamp_bounds(written: Written) -> None:
     got = df.select("_commit_version", "_commit_timestamp").distinct().collect()
     assert [r[0] for r in got] == [3]
     assert int(got[0][1].timestamp() * 1000) == when
+
+
+def test_per_commit_reads_for_streaming(written: Written) -> None:
+    # What a streaming source calls per commit: Arrow batches, no Spark job.
+    columns = ["id", "v", "part", "_change_type", "_commit_version"]
+    for version in range(5):
+        batches = list(read_changes(written.table.path, version, version))
+        rows = sorted(tuple(r[c] for c in columns) for b in batches for r in b.to_pylist())
+        assert rows == sorted(c for c in written.model.changes if c[4] == version)
 
 
 def test_sql_table_changes(spark: SparkSession, written: Written) -> None:

@@ -106,6 +106,28 @@ class ChangeFeedReader(DataSourceReader):
             )
 
 
+def read_changes(table_path: str, start: int, end: int) -> Iterator[pa.RecordBatch]:
+    """The change rows of versions ``start`` to ``end`` (inclusive), read on this process.
+
+    The per-commit call a streaming source makes (``start == end``); the rows follow the
+    schema of version ``end``, as a batch read's do.
+
+    Raises:
+        ChangeDataNotRecordedError: A version of the range was written with the feed off.
+    """
+    log = DeltaLog.for_table(table_path)
+    snapshot = log.snapshot(end)
+    mode = snapshot.metadata.configuration.get("delta.columnMapping.mode", "none")
+    for change in changes_between(log, start, end):
+        yield from read_change_file(
+            log.table_path,
+            change,
+            table_schema=snapshot.schema,
+            partition_columns=snapshot.partition_columns,
+            column_mapping=mode.lower() != "none",
+        )
+
+
 def read_change_file(
     table_path: str,
     change: ChangeFile,
@@ -167,4 +189,5 @@ __all__ = [
     "ChangesPartition",
     "change_feed_schema",
     "read_change_file",
+    "read_changes",
 ]
