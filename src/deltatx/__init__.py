@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deltatx.errors import (
+    ChangeDataNotRecordedError,
     CommitFailedError,
     CommitRetriesExceededError,
     ConcurrentAppendException,
@@ -68,6 +69,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Backoff",
+    "ChangeDataNotRecordedError",
     "CommitFailedError",
     "CommitRetriesExceededError",
     "ConcurrentAppendException",

@@ -59,6 +59,18 @@ class VersionNotReadableError(DeltaError):
         self.oldest_readable_version = oldest_readable_version
 
 
+class ChangeDataNotRecordedError(DeltaError):
+    """A change data feed read covers a version written while the feed was off.
+
+    Attributes:
+        version: The first version in the range whose changes were not recorded.
+    """
+
+    def __init__(self, message: str, *, version: int) -> None:
+        super().__init__(message)
+        self.version = version
+
+
 class UnsupportedFeatureError(DeltaError):
     """The table requires a protocol version or table feature that deltatx does not support."""
 
@@ -325,6 +337,7 @@ class ProtocolChangedException(ConcurrentModificationException):
 
 
 __all__ = [
+    "ChangeDataNotRecordedError",
     "CommitFailedError",
     "CommitRetriesExceededError",
     "ConcurrentAppendException",

@@ -35,6 +35,7 @@ from deltatx.kernel.metrics import (
 )
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.log.change_feed import changes_between, version_range
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.snapshot import Snapshot
 from deltatx.log.transaction import OptimisticTransaction
@@ -51,6 +52,7 @@ from deltatx.spark.commands.common import (
     parse_schema_argument,
     read_files,
 )
+from deltatx.spark.datasource import SHORT_NAME, DeltatxDataSource
 from deltatx.spark.session import spark_session
 from deltatx.transaction import Timestamp, Transaction
 
@@ -211,6 +213,53 @@ class DeltaTable(DeltaTableNames):
             self._log.require_files(snap)
         txn = OptimisticTransaction(self._log, snap)
         return read_files(self._spark, txn, snap.add_files())
+
+    def changes(
+        self,
+        starting_version: int | None = None,
+        ending_version: int | None = None,
+        *,
+        starting_timestamp: Timestamp | None = None,
+        ending_timestamp: Timestamp | None = None,
+    ) -> DataFrame:
+        """The change data feed of a range of versions (both ends inclusive).
+
+        Each row is a row of the table as a commit changed it, with ``_change_type``
+        (``insert``, ``delete``, ``update_preimage``, ``update_postimage``),
+        ``_commit_version`` and ``_commit_timestamp``. The table must have recorded changes
+        (``delta.enableChangeDataFeed = true``) for every version of the range.
+
+        Args:
+            starting_version: The first version; or give ``starting_timestamp`` (the first
+                version committed at or after it).
+            ending_version: The last version (default: the latest; later ones are clamped);
+                or give ``ending_timestamp`` (the last version committed at or before it).
+            starting_timestamp: Milliseconds, ``YYYY-MM-DD[ HH:MM:SS]`` or a datetime.
+            ending_timestamp: As ``starting_timestamp``.
+
+        Raises:
+            ChangeDataNotRecordedError: A version of the range was written while the table
+                did not record changes.
+            InvalidArgumentError: No start, or contradictory bounds.
+            VersionNotFoundError: The start is past the latest version.
+        """
+        start, end = version_range(
+            self._log,
+            starting_version=starting_version,
+            ending_version=ending_version,
+            starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp,
+        )
+        # Checked here so that the error is raised as itself, not inside a Spark failure.
+        changes_between(self._log, start, end)
+        self._spark.dataSource.register(DeltatxDataSource)
+        return (
+            self._spark.read.format(SHORT_NAME)
+            .option("readChangeFeed", "true")
+            .option("startingVersion", str(start))
+            .option("endingVersion", str(end))
+            .load(self.path)
+        )
 
     def version(self) -> int:
         """The latest version."""

@@ -263,8 +263,8 @@ def test_unknown_options_are_refused(spark: SparkSession, table_dir: Path) -> No
         spark.range(1).write.format("delta").option("compression", "zstd").save(path)
     assert not DeltaLog.for_table(path).table_exists()
     spark.range(1).write.format("delta").save(path)
-    with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*readChangeFeed"):
-        spark.read.format("delta").option("readChangeFeed", "true").load(path).collect()
+    with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*recursiveFileLookup"):
+        spark.read.format("delta").option("recursiveFileLookup", "true").load(path).collect()
 
 
 def test_save_as_table_is_refused(spark: SparkSession) -> None:

@@ -8,7 +8,7 @@ from deltatx.errors import ConcurrentDeleteReadException as CDR
 from deltatx.errors import ConcurrentTransactionException as CT
 from deltatx.errors import MetadataChangedException as MC
 from deltatx.errors import ProtocolChangedException as PC
-from deltatx.kernel.actions import AddFile
+from deltatx.kernel.actions import AddCDCFile, AddFile
 from deltatx.kernel.operations import OperationName
 
 from .catalogue_suite import A_DEF, DEFAULT, X, xf
@@ -285,5 +285,31 @@ EXTRA = [
         (CDR, CDR, CDR),
         adjusted="deltatx skips winning adds with dataChange=false in the append check (Spark "
         "counts them, giving CA); the removed file the transaction read still conflicts",
+    ),
+    Case(
+        "X05",
+        SEED_CA + "; a change data file (cdc action) is not a file of the table's rows",
+        X(xf("a", 1)),
+        (scan("x = 1"),),
+        (xf("b", 1),),
+        (win(AddCDCFile("_change_data/x=1/c", {"x": "1"}, 10), read=True),),
+        (OK, OK, OK),
+    ),
+    Case(
+        "X05-update",
+        SEED_PARTITIONS + "; the winner's change data files stay in its own partition",
+        X(xf("a", 1), xf("z", 2)),
+        (scan("x = 1"),),
+        (rm("a", {"x": "1"}), xf("b", 1), AddCDCFile("_change_data/x=1/mine", {"x": "1"}, 10)),
+        (
+            win(
+                rm("z", {"x": "2"}),
+                xf("z2", 2),
+                AddCDCFile("_change_data/x=2/theirs", {"x": "2"}, 10),
+                op="UPDATE",
+                read=True,
+            ),
+        ),
+        (OK, OK, OK),
     ),
 ]

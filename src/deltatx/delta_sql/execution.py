@@ -268,6 +268,16 @@ def query_frame(
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     rewritten = False
     for node in list(tree.find_all(exp.Table)):
+        changes = _table_changes(spark, node)
+        if changes is not None:
+            view, frame = changes
+            frame.createOrReplaceTempView(view)
+            replacement = exp.to_table(view)
+            if node.alias:
+                replacement.set("alias", exp.TableAlias(this=exp.to_identifier(node.alias)))
+            node.replace(replacement)
+            rewritten = True
+            continue
         ref = table_from_node(node)
         if ref is None:
             continue
@@ -289,6 +299,56 @@ def query_frame(
     if not rewritten and original is not None:
         return spark.sql(original)
     return spark.sql(tree.sql(dialect="spark"))
+
+
+_CHANGE_FUNCTIONS = {"table_changes": False, "table_changes_by_path": True}
+
+
+def _table_changes(spark: SparkSession, node: exp.Expression) -> tuple[str, DataFrame] | None:
+    """``table_changes('t', start[, end])`` or ``table_changes_by_path('/p', ...)``: a view.
+
+    A bound that is a number is a version; a string is a timestamp.
+
+    Raises:
+        SqlError: The function is called with arguments it does not take.
+        TableNotFoundError: It names no Delta table.
+    """
+    function = node.this if isinstance(node, exp.Table) else None
+    if not isinstance(function, exp.Anonymous):
+        return None
+    name = str(function.this).lower()
+    if name not in _CHANGE_FUNCTIONS:
+        return None
+    args = list(function.expressions)
+    literals = [a for a in args if isinstance(a, exp.Literal)]
+    if not 2 <= len(args) <= 3 or len(literals) != len(args) or not literals[0].is_string:
+        raise SqlError(
+            f"{name} takes a table {'path' if _CHANGE_FUNCTIONS[name] else 'name'} as a string, "
+            f"a starting version or timestamp and an optional ending one: "
+            f"{name}('{'/path' if _CHANGE_FUNCTIONS[name] else 'db.table'}', 2[, 5]) or "
+            f"{name}(..., '2024-01-01 00:00:00'[, ...])"
+        )
+    target = str(literals[0].this)
+    ref = TableRef(path=target) if _CHANGE_FUNCTIONS[name] else TableRef(name=target)
+    table = _table(spark, ref, name)
+    bounds: list[dict[str, Any]] = []
+    for literal in literals[1:]:
+        if literal.is_string:
+            bounds.append({"timestamp": str(literal.this)})
+        elif str(literal.this).isdigit():
+            bounds.append({"version": int(str(literal.this))})
+        else:
+            raise SqlError(f"{name}: a version must be a whole number, got {literal.this}")
+    start = bounds[0]
+    end = bounds[1] if len(bounds) > 1 else {}
+    frame = table.changes(
+        start.get("version"),
+        end.get("version"),
+        starting_timestamp=start.get("timestamp"),
+        ending_timestamp=end.get("timestamp"),
+    )
+    digest = hashlib.sha1(f"{table.path}|{bounds}".encode()).hexdigest()[:16]
+    return f"__deltatx_changes_{digest}", frame
 
 
 # --- DML ------------------------------------------------------------------------------------

@@ -213,8 +213,9 @@ def protocol_for_configuration(
     """The protocol that table properties need: (3, 7) with the features they turn on.
 
     ``delta.enableDeletionVectors`` needs ``deletionVectors``, ``delta.appendOnly`` needs
-    ``appendOnly``, ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint`` and
-    ``delta.enableInCommitTimestamps`` needs ``inCommitTimestamp``.
+    ``appendOnly``, ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint``,
+    ``delta.enableInCommitTimestamps`` needs ``inCommitTimestamp`` and
+    ``delta.enableChangeDataFeed`` needs ``changeDataFeed``.
     """
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
@@ -225,4 +226,6 @@ def protocol_for_configuration(
         features.append("v2Checkpoint")
     if configuration.get("delta.enableInCommitTimestamps", "false").strip().lower() == "true":
         features.append("inCommitTimestamp")
+    if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
+        features.append("changeDataFeed")
     return protocol_with_features(base, features) if features else base

@@ -149,6 +149,10 @@ class DeltaLog:
                 out.append((f.version, s))
         return out
 
+    def commit_modification_times(self) -> dict[int, int]:
+        """Each published commit's version -> its file's modification time (ms)."""
+        return {version: status.modification_time for version, status in self._commit_statuses()}
+
     def latest_version(self) -> int:
         """The newest version in the log, or -1 when there is no commit."""
         hint = read_last_checkpoint(self.store, self.log_path)

@@ -15,9 +15,15 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from deltatx.errors import InvalidArgumentError, InvalidTableError, TransactionStateError
+from deltatx.errors import (
+    InvalidArgumentError,
+    InvalidTableError,
+    TransactionStateError,
+    UnsupportedFeatureError,
+)
 from deltatx.kernel.actions import (
     Action,
+    AddCDCFile,
     AddFile,
     DomainMetadata,
     Metadata,
@@ -83,6 +89,8 @@ class OptimisticTransaction:
         self._configuration: TableConfiguration | None = None
         self._annotations: dict[str, Any] = {}
         self._constraints_checked: set[str] = set()
+        self._cdc: dict[str, AddCDCFile] = {}
+        self._cdc_covered: set[str] = set()
 
     # -- what the transaction sees -------------------------------------------------------
 
@@ -209,6 +217,24 @@ class OptimisticTransaction:
                 continue
             self._removes[key] = f.remove(timestamp=now, data_change=data_change)
 
+    def add_cdc_files(self, files: Iterable[AddCDCFile], *, covering: Iterable[str]) -> None:
+        """Stages change data files (``cdc`` actions) recording a statement's row changes.
+
+        Args:
+            files: The change data files written.
+            covering: Paths of the data files the statement added or removed; their changes
+                are the ones ``files`` record.
+        """
+        self._check_active()
+        for f in files:
+            self._cdc[f.path] = f
+        self._cdc_covered.update(covering)
+
+    @property
+    def staged_cdc(self) -> list[AddCDCFile]:
+        """Change data files this transaction adds."""
+        return list(self._cdc.values())
+
     def record_constraints_checked(self, files: Iterable[AddFile]) -> None:
         """Notes files whose rows were checked against the table's constraints when written."""
         self._check_active()
@@ -276,6 +302,7 @@ class OptimisticTransaction:
         out.extend(self._domains.values())
         out.extend(self._removes.values())
         out.extend(self._adds.values())
+        out.extend(self._cdc.values())
         return out
 
     @property
@@ -317,6 +344,7 @@ class OptimisticTransaction:
         """
         self._check_active()
         self._check_upgrade_alone()
+        self._check_change_data_complete()
         self._consolidate_deletion_vectors()
         try:
             self.result = commit(
@@ -388,6 +416,30 @@ class OptimisticTransaction:
                 "delta.enableDeletionVectors) and also changes data; commit the property "
                 "change in a transaction of its own first (dt.set_properties(...)), then the "
                 "data change. Nothing was committed."
+            )
+
+    def _check_change_data_complete(self) -> None:
+        """Refuses a commit whose change data files leave out some of its data changes.
+
+        A reader of the change data feed takes a version's changes from its ``cdc`` actions
+        alone when it has any, so a data change no change file records would be lost from
+        the feed (e.g. an append staged together with an UPDATE in one transaction).
+
+        Raises:
+            UnsupportedFeatureError: A staged data change is not recorded in the cdc files.
+        """
+        if not self._cdc:
+            return
+        staged: list[AddFile | RemoveFile] = [*self._adds.values(), *self._removes.values()]
+        missing = sorted({a.path for a in staged if a.data_change} - self._cdc_covered)
+        if missing:
+            raise UnsupportedFeatureError(
+                "the table records its change data feed, and this transaction combines a "
+                "statement that writes change data files (UPDATE, DELETE, MERGE) with one whose "
+                f"changes they do not record (file {missing[0]}); deltatx cannot yet combine "
+                "them in one commit. Commit them in separate transactions. Nothing was "
+                "committed.",
+                feature="changeDataFeed",
             )
 
     def abort(self) -> None:

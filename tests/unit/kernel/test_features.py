@@ -107,3 +107,14 @@ def test_classic_checkpoint_policy_needs_no_feature() -> None:
     assert protocol_for_configuration({"delta.checkpointPolicy": "classic"}, DEFAULT_PROTOCOL) == (
         DEFAULT_PROTOCOL
     )
+def test_turning_on_the_change_data_feed_names_its_writer_feature() -> None:
+    on = {"delta.enableChangeDataFeed": "true"}
+    legacy = protocol_for_configuration(on, ProtocolAction(1, 2))
+    assert "changeDataFeed" in writer_features(legacy)
+    assert legacy.min_reader_version == 1
+    with_dvs = ProtocolAction(3, 7, reader_features=("deletionVectors",), writer_features=())
+    upgraded = protocol_for_configuration(on, with_dvs)
+    assert "changeDataFeed" in (upgraded.writer_features or ())
+    # Writer version 4 already implies the feature: nothing to change.
+    assert protocol_for_configuration(on, ProtocolAction(1, 4)) == ProtocolAction(1, 4)
+    assert protocol_for_configuration({"delta.enableChangeDataFeed": "false"}, legacy) == legacy

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from deltatx.errors import TransactionStateError
-from deltatx.kernel.actions import AddFile, RemoveFile
+from deltatx.errors import TransactionStateError, UnsupportedFeatureError
+from deltatx.kernel.actions import AddCDCFile, AddFile, RemoveFile
 from deltatx.kernel.expressions import TRUE
 from deltatx.storage import MemoryLogStore
 
@@ -62,3 +62,25 @@ def test_the_read_version_is_the_pinned_snapshots() -> None:
     # Its read of the empty table conflicts with nothing the append did: it lands after it.
     assert txn.commit() == 2
     assert {f.path for f in log.snapshot().add_files()} == {"a.parquet", "b.parquet"}
+
+
+def test_cdc_files_must_record_every_data_change_of_the_commit() -> None:
+    log = create_table(MemoryLogStore(), ROOT)
+    append(log, add("a.parquet", "x"))
+    txn = begin(log)
+    [a] = txn.scan(None)
+    txn.remove_files([a])
+    txn.add_files([add("b.parquet", "x")])
+    change = AddCDCFile(path="_change_data/c.parquet", partition_values={"part": "x"}, size=1)
+    txn.add_cdc_files([change], covering=["a.parquet", "b.parquet"])
+    txn.add_files([add("appended.parquet", "x")])
+    with pytest.raises(UnsupportedFeatureError, match=r"appended\.parquet") as caught:
+        txn.commit()
+    assert caught.value.feature == "changeDataFeed"
+    assert log.latest_version() == 1
+
+    covered = begin(log)
+    covered.add_files([add("d.parquet", "x")])
+    covered.add_cdc_files([change], covering=["d.parquet"])
+    assert covered.commit() == 2
+    assert change in log.read_commit(2)

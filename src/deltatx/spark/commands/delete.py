@@ -9,8 +9,10 @@ from pyspark.sql import functions as F
 
 from deltatx.kernel.metrics import DeleteMetrics
 from deltatx.kernel.operations import OperationName
+from deltatx.log.change_feed import ChangeType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
+from deltatx.spark.commands.change_data import records_changes, stage_change_data, tagged
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
@@ -22,7 +24,12 @@ from deltatx.spark.commands.common import (
     validate_condition,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
-from deltatx.spark.commands.rewrite import read_addressed, replaced_vectors, stage_copy_on_write
+from deltatx.spark.commands.rewrite import (
+    read_addressed,
+    replaced_vectors,
+    stage_copy_on_write,
+    without_address,
+)
 from deltatx.spark.deletion_vectors import collect_addresses
 
 
@@ -61,7 +68,11 @@ def stage_delete(
     assert condition is not None
     hit = F.coalesce(condition_column(condition), F.lit(False))
     if use_dvs:
-        matched = collect_addresses(read_addressed(spark, txn, candidates).filter(hit))
+        hit_rows = read_addressed(spark, txn, candidates).filter(hit)
+        matched = collect_addresses(hit_rows)
+        if matched and records_changes(txn):
+            deleted = tagged(without_address(hit_rows), ChangeType.DELETE)
+            stage_change_data(txn, deleted, covering=candidates)
         changes = mark_deleted(txn, candidates, matched)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
         metrics = DeleteMetrics(
@@ -75,6 +86,12 @@ def stage_delete(
     rewritten = stage_copy_on_write(
         spark, txn, candidates, hit, rewrite=lambda rows: rows.filter(~hit), drop_fully_matched=True
     )
+    if rewritten.added and records_changes(txn):
+        # Files dropped whole need no change file, but once a commit has one, readers take
+        # every change of the commit from change files alone.
+        touched = without_address(read_addressed(spark, txn, rewritten.removed))
+        deleted = tagged(touched.filter(hit), ChangeType.DELETE)
+        stage_change_data(txn, deleted, covering=[*rewritten.removed, *rewritten.added])
     metrics = DeleteMetrics(
         num_added_files=len(rewritten.added),
         num_removed_files=len(rewritten.removed),

@@ -28,6 +28,7 @@ from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructField, StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
+from deltatx.spark.commands.change_data import merge_changes, stage_change_data
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
@@ -211,6 +212,21 @@ def stage_merge(
         added = []
         if touched or any(per_action.get(i, 0) for i in inserts):
             added = write_data(txn, result)
+        if touched and txn.configuration.change_data_feed:
+            # An insert-only merge needs no change file: its adds are its changes.
+            changes = merge_changes(
+                classified,
+                clause=F.col(_ACTION),
+                in_target=F.col(_IN_TARGET).isNotNull(),
+                before=[F.col(f"`{t_alias}`.`{f.name}`").alias(f.name) for f in schema.fields],
+                after=out_columns,
+                inserts=inserts,
+                updates=updates,
+                deletes=deletes,
+            )
+            stage_change_data(
+                txn, changes, covering=[*(candidates[i] for i in sorted(touched)), *added]
+            )
     finally:
         classified.unpersist()
     dvs_added = dvs_removed = 0

@@ -13,6 +13,11 @@ from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
+from deltatx.spark.commands.change_data import (
+    records_changes,
+    stage_change_data,
+    update_changes,
+)
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
@@ -78,6 +83,12 @@ def stage_update(
             rewrite=lambda rows: rows.select(*_updated_columns(txn, cond, assignments)),
             drop_fully_matched=False,
         )
+        if rewritten.matched_rows and records_changes(txn):
+            touched = without_address(read_addressed(spark, txn, rewritten.removed))
+            changes = update_changes(
+                touched.filter(cond), _updated_columns(txn, F.lit(True), assignments)
+            )
+            stage_change_data(txn, changes, covering=[*rewritten.removed, *rewritten.added])
         metrics = UpdateMetrics(
             num_added_files=len(rewritten.added),
             num_removed_files=len(rewritten.removed),
@@ -115,9 +126,11 @@ def _stage_dv_update(
     matched = collect_addresses(hit_rows)
     added: list[AddFile] = []
     if matched:
-        added = write_data(
-            txn, without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments))
-        )
+        updated = _updated_columns(txn, F.lit(True), assignments)
+        added = write_data(txn, without_address(hit_rows).select(*updated))
+        if records_changes(txn):
+            change_rows = update_changes(without_address(hit_rows), updated)
+            stage_change_data(txn, change_rows, covering=[*candidates, *added])
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)
     metrics = UpdateMetrics(

@@ -18,7 +18,9 @@ from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.errors import InvalidArgumentError, TableNotFoundError, UnsupportedOptionError
 from deltatx.kernel.schema import parse_schema
+from deltatx.log.change_feed import version_range
 from deltatx.log.delta_log import DeltaLog
+from deltatx.spark.datasource.change_feed import ChangeFeedReader, change_feed_schema
 from deltatx.spark.datasource.reader import DeltaReader
 from deltatx.spark.schema import to_spark_schema
 
@@ -28,7 +30,18 @@ SHORT_NAME = "deltatx"
 DELTA_NAME = "delta"
 """The name it also takes when no JVM Delta Lake source is loaded."""
 
-READ_OPTIONS = frozenset({"path", "versionAsOf", "timestampAsOf"})
+READ_OPTIONS = frozenset(
+    {
+        "path",
+        "versionAsOf",
+        "timestampAsOf",
+        "readChangeFeed",
+        "startingVersion",
+        "endingVersion",
+        "startingTimestamp",
+        "endingTimestamp",
+    }
+)
 """The reader's options (matched case-insensitively, as Spark matches option names)."""
 
 _PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
@@ -129,16 +142,32 @@ class DeltatxDataSource(DataSource):
         log = DeltaLog.for_table(path)
         if not log.table_exists():
             raise TableNotFoundError(f"there is no Delta table at {path}")
-        version_text = self.options.get("versionAsOf")
+        version = _int_option(self.options, "versionAsOf")
         timestamp = self.options.get("timestampAsOf")
-        version: int | None = None
-        if version_text is not None:
-            try:
-                version = int(version_text)
-            except ValueError:
+        change_range: tuple[int, int] | None = None
+        if _flag(self.options, "readChangeFeed"):
+            if version is not None or timestamp is not None:
                 raise InvalidArgumentError(
-                    f"versionAsOf must be an integer, got {version_text!r}"
-                ) from None
+                    "readChangeFeed reads a range of versions: give startingVersion or "
+                    "startingTimestamp (and optionally an ending one), not versionAsOf or "
+                    "timestampAsOf"
+                )
+            change_range = version_range(
+                log,
+                starting_version=_int_option(self.options, "startingVersion"),
+                ending_version=_int_option(self.options, "endingVersion"),
+                starting_timestamp=self.options.get("startingTimestamp"),
+                ending_timestamp=self.options.get("endingTimestamp"),
+            )
+            version = change_range[1]
+        else:
+            for key in ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp"):
+                if self.options.get(key) is not None:
+                    raise InvalidArgumentError(
+                        f"option '{key}' applies to change data feed reads only; add "
+                        "option('readChangeFeed', 'true'), or use versionAsOf/timestampAsOf "
+                        "to read one version"
+                    )
         snapshot = log.snapshot(version, timestamp=timestamp)
         mode = snapshot.metadata.configuration.get("delta.columnMapping.mode", "none")
         pinned = {
@@ -147,23 +176,63 @@ class DeltatxDataSource(DataSource):
             "table_schema_json": snapshot.metadata.schema_string,
             "partition_columns": snapshot.partition_columns,
             "column_mapping": mode.lower() != "none",
+            "change_range": change_range,
         }
         self._pinned = pinned
         return pinned
 
     def schema(self) -> SparkStructType:
-        """The table schema at the requested version (which is then pinned for the read)."""
-        return to_spark_schema(parse_schema(self._pin()["table_schema_json"]))
+        """The table schema at the requested version (which is then pinned for the read).
+
+        A change feed read adds ``_change_type``, ``_commit_version`` and
+        ``_commit_timestamp``.
+        """
+        pinned = self._pin()
+        table_schema = parse_schema(pinned["table_schema_json"])
+        if pinned["change_range"] is not None:
+            return change_feed_schema(table_schema)
+        return to_spark_schema(table_schema)
 
     def reader(self, schema: SparkStructType) -> DataSourceReader:
-        """A reader of the pinned version."""
-        return DeltaReader(schema=schema, **self._pin())
+        """A reader of the pinned version (or of the pinned range's changes)."""
+        pinned = dict(self._pin())
+        change_range = pinned.pop("change_range")
+        if change_range is not None:
+            return ChangeFeedReader(
+                table_path=pinned["table_path"],
+                start=change_range[0],
+                end=change_range[1],
+                table_schema_json=pinned["table_schema_json"],
+                partition_columns=pinned["partition_columns"],
+                column_mapping=pinned["column_mapping"],
+            )
+        return DeltaReader(schema=schema, **pinned)
 
     def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceWriter:
         """A writer that commits the written files as one Delta commit."""
         from deltatx.spark.datasource.writer import DeltaWriter
 
         return DeltaWriter.create(dict(self.options), schema=schema, overwrite=overwrite)
+
+
+def _int_option(options: Mapping[str, str], key: str) -> int | None:
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{key} must be an integer, got {text!r}") from None
+
+
+def _flag(options: Mapping[str, str], key: str) -> bool:
+    text = options.get(key)
+    if text is None:
+        return False
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise InvalidArgumentError(f"{key} must be 'true' or 'false', got {text!r}")
+    return lowered == "true"
 
 
 class DeltaDataSource(DeltatxDataSource):
