@@ -172,7 +172,8 @@ class StreamingLog:
         """The files the next micro-batch takes after ``start``, and the offset it ends at.
 
         The batch stops before a commit the stream cannot pass, so the rows before it are
-        delivered first; the next call, starting at that commit, raises.
+        delivered first; the next call, with no rows before that commit, raises. Without new
+        files the offset stays ``start``.
 
         Args:
             start: Where the previous batch ended.
@@ -188,7 +189,7 @@ class StreamingLog:
         end = start
         for step in self._steps(start, last_version):
             if step.problem is not None:
-                if end != start:
+                if out:
                     return out, end
                 raise step.problem
             first = start.index + 1 if _same_version(step, start) else 0
@@ -201,7 +202,8 @@ class StreamingLog:
                 out.append(StreamFile(step.version, i, add))
                 size += add.size
             end = StreamOffset(start.reservoir_id, step.version + 1, -1, False)
-        return out, end
+        # Without new files the stream stays put, so Spark runs no empty micro-batch.
+        return out, end if out else start
 
     def files_between(self, start: StreamOffset, end: StreamOffset) -> list[StreamFile]:
         """The files after ``start`` up to and including ``end`` (one planned micro-batch).
