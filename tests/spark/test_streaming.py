@@ -350,10 +350,23 @@ def test_the_source_refuses_the_change_feed_for_now(spark: SparkSession, tmp_pat
 
 def test_stream_options_are_refused_in_a_batch_read(spark: SparkSession, tmp_path: Path) -> None:
     _append(spark, tmp_path / "t", [1])
-    with pytest.raises(Exception, match="startingVersion"):
+    with pytest.raises(
+        Exception, match=r"UnsupportedOptionError: batch read option .startingversion"
+    ):
         spark.read.format("delta").option("startingVersion", "0").load(
             str(tmp_path / "t")
         ).collect()
     source = DeltatxDataSource({"path": str(tmp_path / "t"), "maxBytesPerTrigger": "lots"})
     with pytest.raises(InvalidArgumentError, match="maxBytesPerTrigger"):
         source.streamReader(source.schema())
+
+
+def test_to_table_is_refused_with_the_way_to_write_by_path(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    _json_files(spark, tmp_path / "in", [[1]])
+    stream = spark.readStream.schema("id long").json(str(tmp_path / "in"))
+    writer = stream.writeStream.format("delta").option("checkpointLocation", str(tmp_path / "c"))
+    with pytest.raises(UnsupportedFeatureError, match=r"\.start\(DeltaTable\.for_name"):
+        writer.toTable("events")
+    assert spark.streams.active == []
