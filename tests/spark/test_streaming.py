@@ -370,3 +370,46 @@ def test_to_table_is_refused_with_the_way_to_write_by_path(
     with pytest.raises(UnsupportedFeatureError, match=r"\.start\(DeltaTable\.for_name"):
         writer.toTable("events")
     assert spark.streams.active == []
+
+
+def test_foreach_batch_merge_is_an_exactly_once_upsert(spark: SparkSession, tmp_path: Path) -> None:
+    target, source = tmp_path / "t", tmp_path / "in"
+    DeltaTable.create(spark, str(target), schema="id long, v string")
+    for rows in ([(1, "a"), (2, "a")], [(2, "b"), (3, "b")]):
+        spark.createDataFrame(rows, "id long, v string").coalesce(1).write.mode("append").json(
+            str(source)
+        )
+    app = "upsert-events"
+
+    def upsert(batch: DataFrame, batch_id: int) -> None:
+        (
+            DeltaTable.for_path(spark, str(target))
+            .alias("t")
+            .merge(batch.alias("s"), "t.id = s.id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(app_id=app, app_version=batch_id)
+        )
+
+    query = (
+        spark.readStream.schema("id long, v string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .writeStream.foreachBatch(upsert)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    _finish(query)
+    expected = [(1, "a"), (2, "b"), (3, "b")]
+    table = spark.read.format("delta").load(str(target))
+    assert sorted(tuple(r) for r in table.collect()) == expected
+    log = DeltaLog.for_table(str(target))
+    version = log.latest_version()
+    assert log.snapshot().app_transaction_version(app) == 1
+
+    # A batch run again (the query restarted after a crash that followed the MERGE) is a no-op.
+    upsert(spark.createDataFrame([(1, "replayed")], "id long, v string"), 0)
+    assert log.latest_version() == version
+    table = spark.read.format("delta").load(str(target))
+    assert sorted(tuple(r) for r in table.collect()) == expected
