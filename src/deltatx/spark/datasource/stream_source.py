@@ -99,15 +99,8 @@ def stream_start(log: DeltaLog, options: Mapping[str, str]) -> tuple[int, bool]:
 
     Raises:
         InvalidArgumentError: Both options, or a malformed value.
-        UnsupportedFeatureError: ``readChangeFeed`` is requested.
     """
     lowered = _lowered(options)
-    if _flag(lowered, "readChangeFeed"):
-        raise UnsupportedFeatureError(
-            "streaming the change data feed (option readChangeFeed) is not supported yet; "
-            "stream the appended rows (without readChangeFeed), or read changes in batch",
-            feature="readChangeFeed",
-        )
     version_text = lowered.get("startingversion")
     timestamp = lowered.get("startingtimestamp")
     if version_text is not None and timestamp is not None:
@@ -163,6 +156,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             UnsupportedFeatureError: ``readChangeFeed`` is requested.
         """
         lowered = _lowered(options)
+        if _flag(lowered, "readChangeFeed"):
+            raise UnsupportedFeatureError(
+                "streaming the change data feed (option readChangeFeed) is not supported yet; "
+                "stream the appended rows (without readChangeFeed)",
+                feature="readChangeFeed",
+            )
         self.table_path = table_path
         self.schema = schema
         self.table_schema_json = table_schema_json
