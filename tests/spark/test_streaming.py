@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.datasource import ReadMaxBytes
 
 from deltatx import DeltaTable
 from deltatx.errors import (
@@ -29,6 +31,7 @@ from deltatx.errors import (
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.datasource import DeltatxDataSource
 from deltatx.spark.datasource.stream_sink import DeltaStreamWriter
+from deltatx.spark.datasource.stream_source import DeltaStreamReader
 from deltatx.spark.datasource.writer import FilesWritten
 
 pytestmark = pytest.mark.streaming
@@ -413,3 +416,33 @@ def test_foreach_batch_merge_is_an_exactly_once_upsert(spark: SparkSession, tmp_
     assert log.latest_version() == version
     table = spark.read.format("delta").load(str(target))
     assert sorted(tuple(r) for r in table.collect()) == expected
+
+
+def test_starting_timestamp_and_byte_limits_drive_the_reader(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    for ids in ([1], [2], [3]):
+        _append(spark, table, ids)
+    log = DeltaLog.for_table(str(table))
+    second = datetime.fromtimestamp(log.commit_timestamp(1) / 1000, tz=UTC)
+    options = {
+        "path": str(table),
+        "startingTimestamp": second.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        "maxBytesPerTrigger": "1b",
+    }
+    source = DeltatxDataSource(options)
+    reader = source.streamReader(source.schema())
+    assert isinstance(reader, DeltaStreamReader)
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxBytes(1)
+    start = reader.initialOffset()
+    assert start["reservoirVersion"] == 1 and not start["isStartingVersion"]
+    seen = []
+    while (end := reader.latestOffset(start, limit)) != start:
+        for partition in reader.partitions(start, end):
+            seen += [row for batch in reader.read(partition) for row in batch.column(0).to_pylist()]
+        seen.append("|")
+        start = end
+    # One file per batch under a one-byte limit, from the commit made at the timestamp.
+    assert seen == [2, "|", 3, "|"]
