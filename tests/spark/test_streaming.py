@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import udf
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxBytes
 
@@ -28,7 +29,9 @@ from deltatx.errors import (
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
+from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.delta_log import DeltaLog
+from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.datasource import DeltatxDataSource
 from deltatx.spark.datasource.stream_sink import DeltaStreamWriter
 from deltatx.spark.datasource.stream_source import DeltaStreamReader
@@ -446,3 +449,41 @@ def test_starting_timestamp_and_byte_limits_drive_the_reader(
         start = end
     # One file per batch under a one-byte limit, from the commit made at the timestamp.
     assert seen == [2, "|", 3, "|"]
+
+
+def test_a_second_run_committing_the_same_batch_fails_the_query(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    source, table, checkpoint = tmp_path / "in", tmp_path / "t", tmp_path / "ck"
+    spark.range(0).write.format("delta").save(str(table))
+    _json_files(spark, source, [[1, 2]])
+    table_path, checkpoint_path = str(table), str(checkpoint)
+
+    def other_run_commits_batch_zero(value: int) -> int:
+        # Runs in a task of batch 0, after the batch was planned: another run of the same
+        # query (same checkpoint, so same query id) commits batch 0 first.
+        log = DeltaLog.for_table(table_path)
+        qid = json.loads((Path(checkpoint_path) / "metadata").read_text().splitlines()[0])["id"]
+        if log.snapshot().app_transaction_version(qid) is None:
+            txn = OptimisticTransaction(log, log.snapshot())
+            txn.set_app_transaction(qid, 0)
+            txn.record_operation(Operation(OperationName.STREAMING_UPDATE, {"epochId": "0"}), {})
+            txn.commit()
+        return value
+
+    race = udf(other_run_commits_batch_zero, "long")
+    query = (
+        spark.readStream.schema("id long")
+        .json(str(source))
+        .select(race("id").alias("id"))
+        .writeStream.format("delta")
+        .option("checkpointLocation", checkpoint_path)
+        .trigger(availableNow=True)
+        .start(table_path)
+    )
+    with pytest.raises(StreamingQueryException, match="DELTA_CONCURRENT_TRANSACTION") as err:
+        _finish(query)
+    assert "same checkpoint location" in str(err.value)
+    assert "one query per checkpoint" in str(err.value)
+    assert spark.read.format("delta").load(table_path).count() == 0
+    assert list(table.glob("*.parquet")) == []

@@ -225,7 +225,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The live rows of the partition's files."""
-        assert isinstance(partition, FilesPartition)
+        if not isinstance(partition, FilesPartition):
+            # Spark still runs one task, with a placeholder partition, when there are no files.
+            return
         reader = FileReader(
             table_path=self.table_path,
             schema=self.schema,
