@@ -487,3 +487,18 @@ def test_a_second_run_committing_the_same_batch_fails_the_query(
     assert "one query per checkpoint" in str(err.value)
     assert spark.read.format("delta").load(table_path).count() == 0
     assert list(table.glob("*.parquet")) == []
+
+
+def test_merge_app_id_and_app_version_go_together(spark: SparkSession, tmp_path: Path) -> None:
+    DeltaTable.create(spark, str(tmp_path / "t"), schema="id long")
+    builder = (
+        DeltaTable.for_path(spark, str(tmp_path / "t"))
+        .alias("t")
+        .merge(spark.range(1).alias("s"), "t.id = s.id")
+        .when_not_matched_insert_all()
+    )
+    with pytest.raises(InvalidArgumentError, match="go together"):
+        builder.execute(app_id="only-the-id")
+    with pytest.raises(InvalidArgumentError, match=">= 0"):
+        builder.execute(app_id="app", app_version=-1)
+    assert DeltaLog.for_table(str(tmp_path / "t")).latest_version() == 0
