@@ -12,7 +12,9 @@ from typing import Protocol, TypeVar
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from deltatx.delta_spark_names import MergeBuilderNames, OptimizeBuilderNames
+from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.metrics import MergeMetrics, OptimizeMetrics
+from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import operation
 from deltatx.reexecution import Backoff, StatementKind, statement_reason
@@ -110,7 +112,14 @@ class MergeBuilder(MergeBuilderNames):
         self._merge_schema = True
         return self
 
-    def execute(self, *, retries: int = 0, backoff: Backoff | None = None) -> MergeMetrics:
+    def execute(
+        self,
+        *,
+        retries: int = 0,
+        backoff: Backoff | None = None,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> MergeMetrics:
         """Runs the merge: stages into the transaction, or commits on a DeltaTable.
 
         Args:
@@ -119,7 +128,25 @@ class MergeBuilder(MergeBuilderNames):
                 attempt merges the same rows (see :mod:`deltatx.reexecution`). In a
                 transaction, pass ``retries`` to ``begin`` instead.
             backoff: The waits between attempts.
+            app_id: With ``app_version``, makes the merge idempotent for that application
+                (e.g. ``foreachBatch`` with the batch id): a merge whose ``app_version`` is
+                not above the last one the table records for ``app_id`` does nothing and
+                returns zero metrics.
+            app_version: The application's version of this merge (>= 0).
+
+        Raises:
+            InvalidArgumentError: Only one of ``app_id`` and ``app_version``, or a negative
+                version.
         """
+        if (app_id is None) != (app_version is None):
+            raise InvalidArgumentError("app_id and app_version go together")
+        if app_version is not None and app_version < 0:
+            raise InvalidArgumentError(f"app_version must be >= 0, got {app_version}")
+        if app_id is not None and app_version is not None:
+            log = DeltaLog.for_table(self._owner.path)
+            done = log.snapshot().app_transaction_version(app_id) if log.table_exists() else None
+            if done is not None and done >= app_version:
+                return MergeMetrics()
         clauses = list(self._clauses)
         expressions: list[tuple[str, str | Column | None]] = [("condition", self._condition)]
         for n, c in enumerate(clauses, 1):
@@ -137,6 +164,12 @@ class MergeBuilder(MergeBuilderNames):
         )
 
         def work(spark: SparkSession, txn: OptimisticTransaction) -> MergeMetrics:
+            if app_id is not None and app_version is not None:
+                # Checked again in the transaction: the conflict checker then watches app_id.
+                done = txn.app_transaction_version(app_id)
+                if done is not None and done >= app_version:
+                    return MergeMetrics()
+                txn.set_app_transaction(app_id, app_version)
             return stage_merge(
                 spark,
                 txn,

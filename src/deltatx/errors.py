@@ -107,6 +107,28 @@ class InvalidPropertyError(InvalidArgumentError):
         self.key = key
 
 
+class StreamingSourceError(DeltaError):
+    """A streaming read reached a commit it cannot deliver; the query stops there.
+
+    Attributes:
+        table_path: The table being read.
+        version: The commit the stream stopped at.
+    """
+
+    def __init__(self, message: str, *, table_path: str, version: int) -> None:
+        super().__init__(message)
+        self.table_path = table_path
+        self.version = version
+
+
+class StreamMetadataChangedError(StreamingSourceError):
+    """A commit changed the schema, partitioning, properties or protocol under a stream."""
+
+
+class StreamDataChangedError(StreamingSourceError):
+    """A commit removed or rewrote rows (DELETE, UPDATE, MERGE) under an append-only stream."""
+
+
 class SchemaMismatchError(DeltaError):
     """Data does not match the table schema; the message names the column."""
 
@@ -355,6 +377,9 @@ __all__ = [
     "MetadataChangedException",
     "ProtocolChangedException",
     "SchemaMismatchError",
+    "StreamDataChangedError",
+    "StreamMetadataChangedError",
+    "StreamingSourceError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "TransactionStateError",

@@ -347,3 +347,8 @@ def test_partition_discovery_only_where_paths_match_the_log(
     assert native is not None and _rows(native) == _rows(df)
     relabeled = [dataclasses.replace(f, partition_values={"k": "7"}) for f in files]
     assert partition_discovery_frame(spark, files=relabeled, **args) is None  # type: ignore[arg-type]
+
+
+def test_a_table_without_files_reads_as_empty(spark: SparkSession, tmp_path: Path) -> None:
+    spark.range(0).write.format("delta").save(str(tmp_path / "t"))
+    assert spark.read.format("delta").load(str(tmp_path / "t")).count() == 0

@@ -107,6 +107,8 @@ def test_classic_checkpoint_policy_needs_no_feature() -> None:
     assert protocol_for_configuration({"delta.checkpointPolicy": "classic"}, DEFAULT_PROTOCOL) == (
         DEFAULT_PROTOCOL
     )
+
+
 def test_turning_on_the_change_data_feed_names_its_writer_feature() -> None:
     on = {"delta.enableChangeDataFeed": "true"}
     legacy = protocol_for_configuration(on, ProtocolAction(1, 2))

@@ -13,15 +13,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType as SparkStructType
 
-from deltatx.errors import InvalidArgumentError, TableNotFoundError, UnsupportedOptionError
+from deltatx.errors import InvalidArgumentError, TableNotFoundError
 from deltatx.kernel.schema import parse_schema
 from deltatx.log.change_feed import version_range
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.datasource.change_feed import ChangeFeedReader, change_feed_schema
+from deltatx.spark.datasource.options import check_options, table_path
 from deltatx.spark.datasource.reader import DeltaReader
+from deltatx.spark.datasource.save import install
+from deltatx.spark.datasource.stream_sink import DeltaStreamWriter
+from deltatx.spark.datasource.stream_source import (
+    STREAM_READ_OPTIONS,
+    DeltaStreamReader,
+    schema_version,
+)
+from deltatx.spark.datasource.writer import DeltaWriter
 from deltatx.spark.schema import to_spark_schema
 
 SHORT_NAME = "deltatx"
@@ -30,19 +45,13 @@ SHORT_NAME = "deltatx"
 DELTA_NAME = "delta"
 """The name it also takes when no JVM Delta Lake source is loaded."""
 
-READ_OPTIONS = frozenset(
-    {
-        "path",
-        "versionAsOf",
-        "timestampAsOf",
-        "readChangeFeed",
-        "startingVersion",
-        "endingVersion",
-        "startingTimestamp",
-        "endingTimestamp",
-    }
+BATCH_READ_OPTIONS = frozenset({"path", "versionAsOf", "timestampAsOf"})
+"""A batch read's options (matched case-insensitively, as Spark matches option names)."""
+
+READ_OPTIONS = BATCH_READ_OPTIONS | frozenset(
+    {"readChangeFeed", "startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp"}
 )
-"""The reader's options (matched case-insensitively, as Spark matches option names)."""
+"""A batch read of the change data feed: a range of versions or timestamps."""
 
 _PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 # Settings that show delta-spark is on the classpath; its own source then keeps "delta".
@@ -88,41 +97,13 @@ def configure(spark: SparkSession) -> SparkSession:
     if not jvm_delta_loaded(spark):
         spark.dataSource.register(DeltaDataSource)
         names.add(DELTA_NAME)
-    from deltatx.spark.datasource.save import install
-
     install(frozenset(names))
     return spark
 
 
-def check_options(options: Mapping[str, str], allowed: frozenset[str], *, what: str) -> None:
-    """Refuses any option not in ``allowed``, naming it.
-
-    Raises:
-        UnsupportedOptionError: An option deltatx does not implement.
-    """
-    known = {name.lower() for name in allowed}
-    for key in options:
-        if key.lower() not in known:
-            raise UnsupportedOptionError(
-                f"{what} option '{key}' is not supported by deltatx's data source; supported: "
-                f"{', '.join(sorted(allowed - {'path'}))}",
-                option=key,
-            )
-
-
-def table_path(options: Mapping[str, str]) -> str:
-    """The ``path`` given to ``load``/``save``.
-
-    Raises:
-        InvalidArgumentError: No path was given.
-    """
-    path = options.get("path")
-    if not path:
-        raise InvalidArgumentError(
-            "format('delta') needs a table path: load(path) or save(path); for a table by "
-            "name use deltatx.sql or DeltaTable"
-        )
-    return path
+def _streaming_options(options: Mapping[str, str]) -> bool:
+    known = {name.lower() for name in STREAM_READ_OPTIONS - {"path"}}
+    return any(key.lower() in known for key in options)
 
 
 class DeltatxDataSource(DataSource):
@@ -137,7 +118,7 @@ class DeltatxDataSource(DataSource):
         pinned: dict[str, Any] | None = getattr(self, "_pinned", None)
         if pinned is not None:
             return pinned
-        check_options(self.options, READ_OPTIONS, what="read")
+        check_options(self.options, READ_OPTIONS | STREAM_READ_OPTIONS, what="read")
         path = table_path(self.options)
         log = DeltaLog.for_table(path)
         if not log.table_exists():
@@ -160,14 +141,8 @@ class DeltatxDataSource(DataSource):
                 ending_timestamp=self.options.get("endingTimestamp"),
             )
             version = change_range[1]
-        else:
-            for key in ("startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp"):
-                if self.options.get(key) is not None:
-                    raise InvalidArgumentError(
-                        f"option '{key}' applies to change data feed reads only; add "
-                        "option('readChangeFeed', 'true'), or use versionAsOf/timestampAsOf "
-                        "to read one version"
-                    )
+        elif version is None and timestamp is None and _streaming_options(self.options):
+            version = schema_version(log, self.options)
         snapshot = log.snapshot(version, timestamp=timestamp)
         mode = snapshot.metadata.configuration.get("delta.columnMapping.mode", "none")
         pinned = {
@@ -177,6 +152,8 @@ class DeltatxDataSource(DataSource):
             "partition_columns": snapshot.partition_columns,
             "column_mapping": mode.lower() != "none",
             "change_range": change_range,
+            "metadata": snapshot.metadata,
+            "protocol": snapshot.protocol,
         }
         self._pinned = pinned
         return pinned
@@ -195,9 +172,10 @@ class DeltatxDataSource(DataSource):
 
     def reader(self, schema: SparkStructType) -> DataSourceReader:
         """A reader of the pinned version (or of the pinned range's changes)."""
-        pinned = dict(self._pin())
-        change_range = pinned.pop("change_range")
+        pinned = self._pin()
+        change_range = pinned["change_range"]
         if change_range is not None:
+            check_options(self.options, READ_OPTIONS, what="change data feed read")
             return ChangeFeedReader(
                 table_path=pinned["table_path"],
                 start=change_range[0],
@@ -206,13 +184,38 @@ class DeltatxDataSource(DataSource):
                 partition_columns=pinned["partition_columns"],
                 column_mapping=pinned["column_mapping"],
             )
-        return DeltaReader(schema=schema, **pinned)
+        check_options(self.options, BATCH_READ_OPTIONS, what="batch read")
+        return DeltaReader(
+            schema=schema,
+            table_path=pinned["table_path"],
+            version=pinned["version"],
+            table_schema_json=pinned["table_schema_json"],
+            partition_columns=pinned["partition_columns"],
+            column_mapping=pinned["column_mapping"],
+        )
 
     def writer(self, schema: SparkStructType, overwrite: bool) -> DataSourceWriter:
         """A writer that commits the written files as one Delta commit."""
-        from deltatx.spark.datasource.writer import DeltaWriter
-
         return DeltaWriter.create(dict(self.options), schema=schema, overwrite=overwrite)
+
+    def streamReader(self, schema: SparkStructType) -> DataSourceStreamReader:
+        """A stream of the rows appended to the table (see ``stream_source``)."""
+        check_options(self.options, STREAM_READ_OPTIONS, what="streaming read")
+        pinned = self._pin()
+        return DeltaStreamReader(
+            schema=schema,
+            table_path=pinned["table_path"],
+            table_schema_json=pinned["table_schema_json"],
+            partition_columns=pinned["partition_columns"],
+            column_mapping=pinned["column_mapping"],
+            metadata=pinned["metadata"],
+            protocol=pinned["protocol"],
+            options=dict(self.options),
+        )
+
+    def streamWriter(self, schema: SparkStructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Commits each micro-batch once (``overwrite``: the ``complete`` output mode)."""
+        return DeltaStreamWriter.create(dict(self.options), schema=schema, overwrite=overwrite)
 
 
 def _int_option(options: Mapping[str, str], key: str) -> int | None:

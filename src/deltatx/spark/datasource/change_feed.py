@@ -28,7 +28,7 @@ from deltatx.log.change_feed import (
     changes_between,
 )
 from deltatx.log.delta_log import DeltaLog
-from deltatx.spark.datasource.reader import DeltaReader, FileTask, _FileReader
+from deltatx.spark.datasource.reader import FileReader, FileTask
 from deltatx.spark.schema import to_spark_schema
 
 _FILES_PER_TASK = 16
@@ -146,9 +146,8 @@ def read_change_file(
     """
     extended = _with_change_type(table_schema)
     spark_schema = to_spark_schema(extended)
-    source = DeltaReader(
+    reader = FileReader(
         table_path=table_path,
-        version=change.version,
         schema=spark_schema,
         table_schema_json=extended.to_json(),
         partition_columns=partition_columns,
@@ -164,7 +163,7 @@ def read_change_file(
     wanted = None if change.only_rows is None else np.array(change.only_rows, dtype=np.int64)
     first_row = 0
     type_index = len(table_schema.fields)
-    for batch in _FileReader(source).read(task):
+    for batch in reader.read(task):
         rows = batch.num_rows
         if wanted is not None:
             # Without a deletion vector every physical row comes out, so positions count up.

@@ -69,17 +69,19 @@ class FilesPartition(InputPartition):
         self.files = files
 
 
+def file_task(add: AddFile) -> FileTask:
+    """What a task needs to read the live rows of ``add``."""
+    return FileTask(
+        path=add.path,
+        partition_values=tuple(sorted(add.partition_values.items())),
+        size=add.size,
+        deletion_vector=add.deletion_vector,
+    )
+
+
 def plan_partitions(files: Sequence[AddFile]) -> list[FilesPartition]:
     """Packs files into partitions by size, in the order given."""
-    tasks = [
-        FileTask(
-            path=f.path,
-            partition_values=tuple(sorted(f.partition_values.items())),
-            size=f.size,
-            deletion_vector=f.deletion_vector,
-        )
-        for f in files
-    ]
+    tasks = [file_task(f) for f in files]
     total = sum(t.size + _OPEN_COST for t in tasks)
     target = max(_OPEN_COST, min(_MAX_TASK_BYTES, total // _MIN_TASKS))
     out: list[FilesPartition] = []
@@ -135,22 +137,41 @@ class DeltaReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The live rows of the partition's files, as Arrow batches of the table schema."""
-        assert isinstance(partition, FilesPartition)
-        reader = _FileReader(self)
+        if not isinstance(partition, FilesPartition):
+            # Spark still runs one task, with a placeholder partition, when there are no files.
+            return
+        reader = FileReader(
+            table_path=self.table_path,
+            schema=self.schema,
+            table_schema_json=self.table_schema_json,
+            partition_columns=self.partition_columns,
+            column_mapping=self.column_mapping,
+        )
         for task in partition.files:
             yield from reader.read(task)
 
 
-class _FileReader:
-    def __init__(self, source: DeltaReader) -> None:
-        self.table_path = source.table_path
-        self.location = TableLocation.parse(source.table_path)
-        self.arrow_schema = to_arrow_schema(source.schema, timezone="UTC")
-        table_schema: StructType = parse_schema(source.table_schema_json)
+class FileReader:
+    """Reads the live rows of a table's data files in the table schema (batch and stream)."""
+
+    def __init__(
+        self,
+        *,
+        table_path: str,
+        schema: SparkStructType,
+        table_schema_json: str,
+        partition_columns: Sequence[str],
+        column_mapping: bool,
+    ) -> None:
+        """Reads files of the table at ``table_path`` as rows of ``schema``."""
+        self.table_path = table_path
+        self.location = TableLocation.parse(table_path)
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        table_schema: StructType = parse_schema(table_schema_json)
         self.fields = table_schema.fields
-        self.partition_columns = {c.lower() for c in source.partition_columns}
+        self.partition_columns = {c.lower() for c in partition_columns}
         self.physical = [
-            str(f.metadata.get(_PHYSICAL_NAME, f.name)) if source.column_mapping else f.name
+            str(f.metadata.get(_PHYSICAL_NAME, f.name)) if column_mapping else f.name
             for f in self.fields
         ]
 
@@ -169,6 +190,7 @@ class _FileReader:
         return pa.repeat(pa.scalar(value, arrow_type), rows)
 
     def read(self, task: FileTask) -> Iterator[pa.RecordBatch]:
+        """The live rows of one file, with its deletion vector applied."""
         parquet = self._open(task.path)
         present = set(parquet.schema_arrow.names)
         values = {k.lower(): v for k, v in task.partition_values}

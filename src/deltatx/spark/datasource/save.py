@@ -8,7 +8,8 @@ decided on the driver from the log (and checked again at commit), and the partit
 travel as the ``partitionBy`` option. Writers of any other format are untouched.
 
 ``saveAsTable`` with deltatx's format is refused: a Python data source is not told the table's
-name, so named tables go through ``deltatx.sql`` or :class:`deltatx.DeltaTable`.
+name, so named tables go through ``deltatx.sql`` or :class:`deltatx.DeltaTable`. For the same
+reason ``writeStream...toTable(name)`` is refused; a streaming query writes by path.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql.readwriter import DataFrameWriter
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from deltatx.errors import TableAlreadyExistsError, UnsupportedFeatureError
 from deltatx.log.delta_log import DeltaLog
@@ -148,3 +150,33 @@ def install(formats: frozenset[str]) -> None:
 
     DataFrameWriter.save = save  # type: ignore[method-assign]
     DataFrameWriter.saveAsTable = save_as_table  # type: ignore[method-assign]
+    _install_stream_writer()
+
+
+def _install_stream_writer() -> None:
+    original_format = DataStreamWriter.format
+    original_to_table = DataStreamWriter.toTable
+
+    @functools.wraps(original_format)
+    def stream_format(self: DataStreamWriter, source: str) -> DataStreamWriter:
+        self.__dict__[_STATE] = source
+        return original_format(self, source)
+
+    @functools.wraps(original_to_table)
+    def to_table(
+        self: DataStreamWriter, tableName: str, format: str | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        name = format or self.__dict__.get(_STATE)
+        handled: frozenset[str] = DataFrameWriter._deltatx_formats  # type: ignore[attr-defined]
+        if name is not None and str(name).lower() in handled:
+            raise UnsupportedFeatureError(
+                f"writeStream.toTable('{tableName}') with format('{name}') is not supported: "
+                "Spark does not tell a Python data source the table's name. Start the query "
+                f"on the table's path instead: .start(DeltaTable.for_name(spark, "
+                f"'{tableName}').path).",
+                feature="toTable",
+            )
+        return original_to_table(self, tableName, format, *args, **kwargs)
+
+    DataStreamWriter.format = stream_format  # type: ignore[method-assign]
+    DataStreamWriter.toTable = to_table  # type: ignore[method-assign]

@@ -44,13 +44,18 @@ from deltatx.spark.commands.common import (
     new_table_actions,
     to_delta_schema,
 )
-from deltatx.spark.datasource import check_options, table_path
-from deltatx.spark.datasource.reader import FileTask, _FileReader
+from deltatx.spark.datasource.options import check_options, table_path
+from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.datasource.save import SAVE_MODE_OPTION
 from deltatx.spark.partition_dirs import partition_directories, partition_value_text
 from deltatx.spark.schema import check_write_schema, to_spark_schema
 from deltatx.spark.stats import file_stats_json
-from deltatx.spark.write import TableLocation, encode_uri_path, resolve_partition_columns
+from deltatx.spark.write import (
+    TableLocation,
+    decode_uri_path,
+    encode_uri_path,
+    resolve_partition_columns,
+)
 
 WRITE_OPTIONS = frozenset(
     {
@@ -243,7 +248,7 @@ class DeltaWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Deletes the files the tasks wrote; nothing was committed."""
-        _delete_files(self.plan.table_path, _added(messages))
+        delete_files(self.plan.table_path, added_files(messages))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Stages the written files and commits them as one version.
@@ -251,25 +256,47 @@ class DeltaWriter(DataSourceArrowWriter):
         Raises:
             ConcurrentModificationException: A concurrent commit conflicts with this write.
         """
-        added = _added(messages)
+        self.commit_files(added_files(messages))
+
+    def commit_files(
+        self,
+        added: list[AddFile],
+        *,
+        app_version: int | None = None,
+        operation: Operation | None = None,
+    ) -> bool:
+        """Commits ``added`` (deleting them when nothing is committed); False if skipped.
+
+        Args:
+            added: The files the tasks wrote.
+            app_version: Overrides the ``txn`` version (a streaming batch id).
+            operation: Overrides the WRITE operation recorded in ``commitInfo``.
+
+        Raises:
+            ConcurrentModificationException: A concurrent commit conflicts with this write.
+        """
+        version = self.app_version if app_version is None else app_version
         try:
-            committed = self._commit(added)
+            committed = self._commit(added, version, operation)
         except BaseException:
-            _delete_files(self.plan.table_path, added)
+            delete_files(self.plan.table_path, added)
             raise
         if not committed:
-            _delete_files(self.plan.table_path, added)
+            delete_files(self.plan.table_path, added)
+        return committed
 
-    def _commit(self, added: list[AddFile]) -> bool:
+    def _commit(
+        self, added: list[AddFile], app_version: int | None, operation: Operation | None
+    ) -> bool:
         plan = self.plan
         log = DeltaLog.for_table(plan.table_path)
         if self.error_if_exists and plan.read_version < 0 and log.table_exists():
             raise TableAlreadyExistsError(f"a Delta table was created at {plan.table_path}")
         snapshot = None if plan.read_version < 0 else log.snapshot(plan.read_version)
         txn = OptimisticTransaction(log, snapshot)
-        if self.app_id is not None and self.app_version is not None:
+        if self.app_id is not None and app_version is not None:
             done = txn.app_transaction_version(self.app_id)
-            if done is not None and done >= self.app_version:
+            if done is not None and done >= app_version:
                 return False
         schema = parse_schema(plan.schema_json)
         exists = txn.has_metadata
@@ -298,17 +325,19 @@ class DeltaWriter(DataSourceArrowWriter):
             txn.remove_files(old)
             removed = len(old)
         txn.add_files([*rewritten, *added])
-        if self.app_id is not None and self.app_version is not None:
-            txn.set_app_transaction(self.app_id, self.app_version)
+        if self.app_id is not None and app_version is not None:
+            txn.set_app_transaction(self.app_id, app_version)
         rows, size = file_metrics(added)
-        params: dict[str, Any] = {
-            "mode": "Overwrite" if self.overwrite and exists else "Append",
-            "partitionBy": list(txn.partition_columns),
-        }
-        if plan.predicate is not None:
-            params["predicate"] = [to_sql(plan.predicate)]
+        if operation is None:
+            params: dict[str, Any] = {
+                "mode": "Overwrite" if self.overwrite and exists else "Append",
+                "partitionBy": list(txn.partition_columns),
+            }
+            if plan.predicate is not None:
+                params["predicate"] = [to_sql(plan.predicate)]
+            operation = Operation(OperationName.WRITE, params)
         txn.record_operation(
-            Operation(OperationName.WRITE, params),
+            operation,
             {
                 "numFiles": len(added),
                 "numOutputRows": rows,
@@ -320,21 +349,17 @@ class DeltaWriter(DataSourceArrowWriter):
         return True
 
 
-def _added(messages: Sequence[WriterCommitMessage | None]) -> list[AddFile]:
+def added_files(messages: Sequence[WriterCommitMessage | None]) -> list[AddFile]:
+    """The files the tasks' messages report."""
     return [f for m in messages if isinstance(m, FilesWritten) for f in m.files]
 
 
-def _delete_files(path: str, files: Sequence[AddFile]) -> None:
+def delete_files(path: str, files: Sequence[AddFile]) -> None:
+    """Deletes files a job wrote but did not commit."""
     location = TableLocation.parse(path)
     for f in files:
         with contextlib.suppress(FileNotFoundError):
-            location.fs.delete_file(location.fs_path(_on_disk(f.path)))
-
-
-def _on_disk(add_path: str) -> str:
-    from deltatx.spark.write import decode_uri_path
-
-    return decode_uri_path(add_path)
+            location.fs.delete_file(location.fs_path(decode_uri_path(f.path)))
 
 
 # --- writing files in a task --------------------------------------------------------------------
@@ -461,26 +486,18 @@ def _rows_outside(
     plan: WritePlan, txn: OptimisticTransaction, files: Sequence[AddFile], predicate: Expression
 ) -> list[AddFile]:
     """New files holding the live rows of ``files`` that ``predicate`` does not cover."""
-    from deltatx.spark.datasource.reader import DeltaReader
-
-    spark_schema = to_spark_schema(txn.schema)
-    source = DeltaReader(
+    reader = FileReader(
         table_path=plan.table_path,
-        version=max(plan.read_version, 0),
-        schema=spark_schema,
+        schema=to_spark_schema(txn.schema),
         table_schema_json=txn.schema.to_json(),
         partition_columns=txn.partition_columns,
         column_mapping=False,
     )
-    reader = _FileReader(source)
     keep_plan = replace(plan, predicate=None, schema_json=txn.schema.to_json())
     out = _TaskFiles(keep_plan)
     try:
         for f in files:
-            task = FileTask(
-                f.path, tuple(sorted(f.partition_values.items())), f.size, f.deletion_vector
-            )
-            for batch in reader.read(task):
+            for batch in reader.read(file_task(f)):
                 rows = batch.to_pylist()
                 keep = [row_truth(predicate, r, txn.schema) is not True for r in rows]
                 kept = batch.filter(pa.array(keep))
@@ -492,4 +509,11 @@ def _rows_outside(
         raise
 
 
-__all__ = ["WRITE_OPTIONS", "DeltaWriter", "FilesWritten", "WritePlan"]
+__all__ = [
+    "WRITE_OPTIONS",
+    "DeltaWriter",
+    "FilesWritten",
+    "WritePlan",
+    "added_files",
+    "delete_files",
+]

@@ -1,0 +1,227 @@
+"""StreamingLog: which files each micro-batch of a streaming read takes, and where it stops."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deltatx.errors import (
+    InvalidArgumentError,
+    StreamDataChangedError,
+    StreamMetadataChangedError,
+)
+from deltatx.kernel.actions import AddFile, ProtocolAction
+from deltatx.log import DeltaLog
+from deltatx.log.streaming import (
+    ReadLimits,
+    StreamingLog,
+    StreamOffset,
+    starting_version_at,
+)
+from deltatx.storage import MemoryLogStore
+
+from ..log_helpers import METADATA, PROTOCOL, add, create, info, remove, write_commit
+
+ROOT = "/mem/s"
+NO_LIMIT = ReadLimits()
+
+
+@pytest.fixture
+def store() -> MemoryLogStore:
+    store = MemoryLogStore()
+    create(store, ROOT, add("s0a"), add("s0b"))
+    write_commit(store, ROOT, 1, [info(2_000), add("c1a"), add("c1b"), add("c1c")])
+    write_commit(store, ROOT, 2, [info(3_000), add("c2a")])
+    return store
+
+
+def streaming(store: MemoryLogStore, *, skip: bool = False) -> StreamingLog:
+    log = DeltaLog.for_table(ROOT, store=store)
+    return StreamingLog(log, metadata=METADATA, protocol=PROTOCOL, skip_change_commits=skip)
+
+
+def paths(files: list[object]) -> list[str]:
+    return [f.add.path for f in files]  # type: ignore[attr-defined]
+
+
+def drain(s: StreamingLog, start: StreamOffset, limits: ReadLimits) -> list[list[str]]:
+    """Every batch a stream takes from ``start``, each checked against files_between."""
+    batches = []
+    while True:
+        files, end = s.files_after(start, limits)
+        if end == start:
+            return batches
+        assert paths(s.files_between(start, end)) == paths(files)
+        batches.append(paths(files))
+        start = end
+
+
+def test_starting_snapshot_then_each_commit_in_order(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    batches = drain(s, s.starting_offset(0, snapshot=True), NO_LIMIT)
+    assert batches == [["s0a", "s0b", "c1a", "c1b", "c1c", "c2a"]]
+
+
+def test_starting_version_reads_commits_not_the_snapshot(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    assert drain(s, s.starting_offset(1, snapshot=False), NO_LIMIT) == [
+        ["c1a", "c1b", "c1c", "c2a"]
+    ]
+
+
+def test_max_files_splits_batches_inside_a_commit(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    batches = drain(s, s.starting_offset(0, snapshot=True), ReadLimits(max_files=2))
+    assert batches == [["s0a", "s0b"], ["c1a", "c1b"], ["c1c", "c2a"]]
+
+
+def test_max_bytes_takes_files_until_the_limit_is_reached(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    # Every file is 100 bytes: a batch stops once it holds 250 bytes or more.
+    batches = drain(s, s.starting_offset(1, snapshot=False), ReadLimits(max_bytes=250))
+    assert batches == [["c1a", "c1b", "c1c"], ["c2a"]]
+
+
+def test_a_file_larger_than_the_byte_limit_still_moves_the_stream(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    batches = drain(s, s.starting_offset(2, snapshot=False), ReadLimits(max_bytes=1))
+    assert batches == [["c2a"]]
+
+
+def test_new_commits_are_picked_up_from_the_last_offset(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    _, end = s.files_after(s.starting_offset(0, snapshot=True), NO_LIMIT)
+    assert s.files_after(end, NO_LIMIT) == ([], end)
+    write_commit(store, ROOT, 3, [info(4_000), add("c3a")])
+    files, _ = s.files_after(end, NO_LIMIT)
+    assert paths(files) == ["c3a"]
+
+
+def test_last_version_caps_what_available_now_reads(store: MemoryLogStore) -> None:
+    s = streaming(store)
+    files, end = s.files_after(s.starting_offset(0, snapshot=True), NO_LIMIT, last_version=1)
+    assert paths(files) == ["s0a", "s0b", "c1a", "c1b", "c1c"]
+    assert end.reservoir_version == 2
+
+
+def test_data_change_false_commits_are_passed_over(store: MemoryLogStore) -> None:
+    compacted = AddFile("big", {"part": "a"}, 300, 1_000, data_change=False)
+    write_commit(
+        store,
+        ROOT,
+        3,
+        [
+            info(4_000, "OPTIMIZE"),
+            replace(remove("c1a"), data_change=False),
+            replace(remove("c1b"), data_change=False),
+            compacted,
+        ],
+    )
+    write_commit(store, ROOT, 4, [info(5_000), add("c4a")])
+    s = streaming(store)
+    assert drain(s, s.starting_offset(2, snapshot=False), NO_LIMIT) == [["c2a", "c4a"]]
+
+
+def test_a_delete_stops_the_stream_after_the_rows_before_it(store: MemoryLogStore) -> None:
+    write_commit(store, ROOT, 3, [info(4_000, "DELETE"), remove("c1a")])
+    write_commit(store, ROOT, 4, [info(5_000), add("c4a")])
+    s = streaming(store)
+    start = s.starting_offset(2, snapshot=False)
+    files, end = s.files_after(start, NO_LIMIT)
+    assert paths(files) == ["c2a"]
+    with pytest.raises(StreamDataChangedError, match=r"version 3: that commit \(DELETE\)") as e:
+        s.files_after(end, NO_LIMIT)
+    assert "skipChangeCommits" in str(e.value)
+    assert e.value.version == 3
+
+
+def test_skip_change_commits_passes_over_the_whole_commit(store: MemoryLogStore) -> None:
+    rewritten = add("c1a-rewritten")
+    write_commit(store, ROOT, 3, [info(4_000, "UPDATE"), remove("c1a"), rewritten])
+    write_commit(store, ROOT, 4, [info(5_000), add("c4a")])
+    s = streaming(store, skip=True)
+    assert drain(s, s.starting_offset(2, snapshot=False), NO_LIMIT) == [["c2a", "c4a"]]
+
+
+@pytest.mark.parametrize(
+    ("changed", "why"),
+    [
+        (
+            replace(METADATA, schema_string=METADATA.schema_string.replace('"id"', '"key"')),
+            "schema",
+        ),
+        (replace(METADATA, configuration={"delta.appendOnly": "true"}), "delta.appendOnly"),
+        (replace(METADATA, partition_columns=()), "partition columns"),
+        (
+            ProtocolAction(
+                min_reader_version=3,
+                min_writer_version=7,
+                reader_features=("deletionVectors",),
+                writer_features=("deletionVectors",),
+            ),
+            "protocol",
+        ),
+    ],
+)
+def test_a_metadata_change_stops_the_stream_and_says_to_restart(
+    store: MemoryLogStore, changed: object, why: str
+) -> None:
+    write_commit(store, ROOT, 3, [info(4_000, "SET TBLPROPERTIES"), changed])  # type: ignore[list-item]
+    s = streaming(store, skip=True)
+    files, end = s.files_after(s.starting_offset(2, snapshot=False), NO_LIMIT)
+    assert paths(files) == ["c2a"]
+    with pytest.raises(StreamMetadataChangedError, match="restarted") as e:
+        s.files_after(end, NO_LIMIT)
+    assert why in str(e.value)
+    assert e.value.version == 3
+
+
+def test_the_same_metadata_again_is_no_change(store: MemoryLogStore) -> None:
+    write_commit(store, ROOT, 3, [info(4_000), METADATA, add("c3a")])
+    s = streaming(store)
+    assert drain(s, s.starting_offset(2, snapshot=False), NO_LIMIT) == [["c2a", "c3a"]]
+
+
+def test_offsets_round_trip_and_belong_to_one_table() -> None:
+    offset = StreamOffset("tbl-1", 7, 3, False)
+    assert StreamOffset.from_dict(offset.to_dict(), table_id="tbl-1") == offset
+    with pytest.raises(InvalidArgumentError, match="created again"):
+        StreamOffset.from_dict(offset.to_dict(), table_id="tbl-2")
+    with pytest.raises(InvalidArgumentError, match="unknown format"):
+        StreamOffset.from_dict({**offset.to_dict(), "sourceVersion": 99}, table_id="tbl-1")
+
+
+@given(
+    sizes=st.lists(st.lists(st.integers(1, 50), max_size=4), min_size=1, max_size=5),
+    max_files=st.one_of(st.none(), st.integers(1, 4)),
+    max_bytes=st.one_of(st.none(), st.integers(1, 120)),
+)
+def test_batches_deliver_every_file_once_in_log_order(
+    sizes: list[list[int]], max_files: int | None, max_bytes: int | None
+) -> None:
+    store = MemoryLogStore()
+    create(store, ROOT)
+    expected = []
+    for version, commit in enumerate(sizes, start=1):
+        adds = [add(f"v{version}-{i}", size=n) for i, n in enumerate(commit)]
+        write_commit(store, ROOT, version, [info(1_000 + version), *adds])
+        expected += [a.path for a in adds]
+    s = streaming(store)
+    limits = ReadLimits(max_files=max_files, max_bytes=max_bytes)
+    batches = drain(s, s.starting_offset(0, snapshot=True), limits)
+    assert [p for batch in batches for p in batch] == expected
+    for batch in batches:
+        assert batch
+        if max_files is not None:
+            assert len(batch) <= max_files
+
+
+def test_starting_timestamp_is_the_first_commit_at_or_after_it(store: MemoryLogStore) -> None:
+    log = DeltaLog.for_table(ROOT, store=store)
+    assert starting_version_at(log, 2_000) == 1
+    assert starting_version_at(log, 2_500) == 2
+    assert starting_version_at(log, 500) == 0
+    assert starting_version_at(log, 9_000) == 3
