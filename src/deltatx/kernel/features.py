@@ -6,12 +6,16 @@ from collections.abc import Iterable, Mapping
 
 from deltatx.errors import UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
+from deltatx.kernel.column_mapping import FEATURE as COLUMN_MAPPING
+from deltatx.kernel.column_mapping import is_mapped, mode_of
 
 TABLE_FEATURES_READER_VERSION = 3
 TABLE_FEATURES_WRITER_VERSION = 7
 
 # Features whose semantics deltatx implements when reading a table.
-SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"deletionVectors", "timestampNtz"})
+SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
+    {"deletionVectors", "timestampNtz", "columnMapping"}
+)
 # Features deltatx honours when writing; writer-only features that only constrain writers of
 # data we never produce (e.g. appendOnly is enforced, invariants we refuse) are listed explicitly.
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
@@ -21,6 +25,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "domainMetadata",
         "timestampNtz",
         "changeDataFeed",
+        "columnMapping",
     }
 )
 
@@ -136,8 +141,8 @@ def _feature_in_use(feature: str, metadata: Metadata | None) -> bool:
         return any(k.startswith("delta.constraints.") for k in conf)
     if feature == "invariants":
         return "delta.invariants" in metadata.schema_string
-    if feature == "columnMapping":
-        return conf.get("delta.columnMapping.mode", "none") != "none"
+    if feature == COLUMN_MAPPING:
+        return is_mapped(mode_of(conf))
     if feature == "generatedColumns":
         return "delta.generationExpression" in metadata.schema_string
     if feature == "identityColumns":
@@ -182,4 +187,6 @@ def protocol_for_configuration(
         features.append("deletionVectors")
     if configuration.get("delta.appendOnly", "false").lower() == "true":
         features.append("appendOnly")
+    if is_mapped(mode_of(configuration)):
+        features.append(COLUMN_MAPPING)
     return protocol_with_features(base, features) if features else base

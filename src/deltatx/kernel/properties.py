@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltatx.errors import InvalidPropertyError
+from deltatx.kernel.column_mapping import MODE_KEY, ColumnMappingMode, parse_mode
 from deltatx.kernel.isolation import (
     SETTABLE_LEVELS,
     IsolationLevel,
@@ -113,6 +114,10 @@ TARGET_FILE_SIZE = PropertySpec(
     "delta.targetFileSize", str(128 * 1024 * 1024), _parse_positive_int, None, "OPTIMIZE target"
 )
 
+COLUMN_MAPPING_MODE = PropertySpec(
+    MODE_KEY, "none", parse_mode, None, "name or id: physical column names (rename, drop)"
+)
+
 SPECS: dict[str, PropertySpec] = {
     s.key: s
     for s in (
@@ -124,6 +129,7 @@ SPECS: dict[str, PropertySpec] = {
         APPEND_ONLY,
         MAX_COMMIT_ATTEMPTS,
         TARGET_FILE_SIZE,
+        COLUMN_MAPPING_MODE,
     )
 }
 
@@ -150,7 +156,7 @@ def validate_properties(props: Mapping[str, Any]) -> dict[str, str]:
                 parsed = spec.parse(value)
             except ValueError as exc:
                 raise InvalidPropertyError(f"{spec.key}: {exc}", key=spec.key) from None
-            if isinstance(parsed, IsolationLevel):
+            if isinstance(parsed, IsolationLevel | ColumnMappingMode):
                 value = parsed.value
             elif isinstance(parsed, bool):
                 value = "true" if parsed else "false"

@@ -317,3 +317,20 @@ def _same_type(a: DataType, b: DataType) -> bool:
 def _spark_type(t: DataType) -> T.DataType:
     wrapper = StructType((StructField("x", t),))
     return to_spark_schema(wrapper).fields[0].dataType
+
+
+def rename_columns(df: DataFrame, source: StructType, target: StructType) -> DataFrame:
+    """``df`` with its leading columns (those of ``source``) renamed to ``target``'s, by position.
+
+    Nested struct fields are renamed too (a struct cast pairs fields by position), and
+    ``target``'s field metadata goes along, so Parquet field ids reach the writer. Columns past
+    ``source``'s are kept as they are. This is how column mapping turns logical columns into
+    physical ones and back; both schemas come from one table schema, so the types agree.
+    """
+    spark_target = to_spark_schema(target)
+    renamed = [
+        F.col(quote_column(s.name)).cast(t.dataType).alias(t.name, metadata=t.metadata)
+        for s, t in zip(source.fields, spark_target.fields, strict=True)
+    ]
+    rest = [quote_column(name) for name in df.columns[len(source.fields) :]]
+    return df.select(*renamed, *rest)

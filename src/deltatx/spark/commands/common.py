@@ -178,6 +178,7 @@ def write_data(txn: OptimisticTransaction, df: DataFrame) -> list[AddFile]:
         table_path=txn.log.table_path,
         partition_columns=txn.partition_columns,
         schema=txn.schema,
+        column_mapping=txn.configuration.column_mapping_mode,
     )
     if checks:
         txn.record_constraints_checked(files)
@@ -221,7 +222,8 @@ def read_files(
     from deltatx.spark.partitioned_scan import partition_discovery_frame
 
     row_filter = live_rows_filter(txn.log, files)
-    if row_filter is None and _many_partitions(files):
+    # Partition discovery names columns after directories: physical names under column mapping.
+    if row_filter is None and not txn.configuration.column_mapping and _many_partitions(files):
         native = partition_discovery_frame(
             spark,
             table_path=txn.log.table_path,
@@ -238,6 +240,7 @@ def read_files(
         schema=txn.schema,
         partition_columns=txn.partition_columns,
         row_filter=row_filter,
+        column_mapping=txn.configuration.column_mapping_mode,
     )
 
 

@@ -140,13 +140,12 @@ class DeltatxDataSource(DataSource):
                     f"versionAsOf must be an integer, got {version_text!r}"
                 ) from None
         snapshot = log.snapshot(version, timestamp=timestamp)
-        mode = snapshot.metadata.configuration.get("delta.columnMapping.mode", "none")
         pinned = {
             "table_path": log.table_path,
             "version": snapshot.version,
             "table_schema_json": snapshot.metadata.schema_string,
             "partition_columns": snapshot.partition_columns,
-            "column_mapping": mode.lower() != "none",
+            "column_mapping": str(snapshot.table_configuration.column_mapping_mode),
         }
         self._pinned = pinned
         return pinned
