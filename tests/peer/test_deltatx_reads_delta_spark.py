@@ -121,10 +121,35 @@ READ: dict[str, Scenario] = {
     ),
 }
 
+
+def _column_mapping(mode: str, props: dict[str, str]) -> Scenario:
+    """Renames, drops and re-adds under column mapping: rows must survive each change."""
+    columns = f"{COLUMNS}, note STRING, s STRUCT<a: INT, b: STRING>"
+    return Scenario(
+        [
+            _create({**props, "delta.columnMapping.mode": mode}, partitioned=True, columns=columns),
+            "INSERT INTO {t} SELECT id, '2024-01-01', id * 1.5, 'n', named_struct('a', "
+            "CAST(id AS INT), 'b', 'x') FROM range(0, 20, 1, 2)",
+            "ALTER TABLE {t} RENAME COLUMN v TO value",
+            "ALTER TABLE {t} RENAME COLUMN date TO day",
+            "ALTER TABLE {t} DROP COLUMN note",
+            "INSERT INTO {t} SELECT id, '2024-01-02', id * 2.0, named_struct('a', 1, 'b', 'y') "
+            "FROM range(20, 30, 1, 2)",
+            "DELETE FROM {t} WHERE value < 3",
+            "UPDATE {t} SET value = -value, s = named_struct('a', 0, 'b', 'u') WHERE id % 3 = 0",
+            "ALTER TABLE {t} ADD COLUMNS (note STRING)",
+            "INSERT INTO {t} SELECT id, '2024-01-03', 1.0, named_struct('a', 2, 'b', 'z'), 'new' "
+            "FROM range(40, 42)",
+        ],
+        expect_dv=props == DV,
+    )
+
+
+READ["column-mapping-name"] = _column_mapping("name", NO_DV)
+READ["column-mapping-id"] = _column_mapping("id", DV)
+
 # Features deltatx does not support yet: (the CREATE TABLE, the feature deltatx must name).
 REFUSED: dict[str, tuple[str, str]] = {
-    "column-mapping-name": (_create({"delta.columnMapping.mode": "name"}), "columnMapping"),
-    "column-mapping-id": (_create({"delta.columnMapping.mode": "id"}), "columnMapping"),
     "v2-checkpoints": (_create({"delta.checkpointPolicy": "v2"}), "v2Checkpoint"),
 }
 
