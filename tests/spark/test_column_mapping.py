@@ -126,6 +126,12 @@ def test_drop_hides_the_column_and_a_new_column_of_that_name_starts_empty(
     assert dt.history().first()["operation"] == "ADD COLUMNS"  # type: ignore[index]
     ops = [r["operation"] for r in dt.history().collect()]
     assert "DROP COLUMNS" in ops
+    # A copy into a table without mapping takes the logical names, not this table's ids.
+    copy = str(tmp_path / "copy")
+    deltatx.write(dt.to_df(), copy)
+    copied = DeltaLog.for_table(copy).snapshot().schema
+    assert all(ID_KEY not in f.metadata for f in copied.fields)
+    assert rows(DeltaTable.for_path(spark, copy).to_df()) == rows(dt.to_df())
 
 
 def test_sql_turns_mapping_on_for_an_existing_table_then_renames_and_drops(

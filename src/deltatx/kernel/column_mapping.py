@@ -37,6 +37,8 @@ PARQUET_FIELD_ID_KEY = "parquet.field.id"
 """Field metadata key Spark turns into (and reads back from) a Parquet field id."""
 
 FEATURE = "columnMapping"
+MAPPING_METADATA_KEYS: tuple[str, ...] = (ID_KEY, PHYSICAL_NAME_KEY, PARQUET_FIELD_ID_KEY)
+"""Field metadata that describes one table's mapping, never carried from data to a table."""
 
 
 class ColumnMappingMode(StrEnum):
