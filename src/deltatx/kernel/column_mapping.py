@@ -275,6 +275,38 @@ def mapped_metadata(
     )
 
 
+def without_mapping(schema: StructType) -> StructType:
+    """``schema`` without any column ids, physical names or Parquet field ids.
+
+    A DataFrame's schema may carry those of the table it was read from; a table assigns its
+    own when it stores a schema.
+    """
+
+    def struct(s: StructType) -> StructType:
+        return StructType(
+            tuple(
+                StructField(
+                    f.name,
+                    data_type(f.type),
+                    f.nullable,
+                    {k: v for k, v in f.metadata.items() if k not in MAPPING_METADATA_KEYS},
+                )
+                for f in s.fields
+            )
+        )
+
+    def data_type(t: DataType) -> DataType:
+        if isinstance(t, StructType):
+            return struct(t)
+        if isinstance(t, ArrayType):
+            return ArrayType(data_type(t.element_type), t.contains_null)
+        if isinstance(t, MapType):
+            return MapType(data_type(t.key_type), data_type(t.value_type), t.value_contains_null)
+        return t
+
+    return struct(schema)
+
+
 # --- logical -> physical ----------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deltatx.errors import InvalidTableError, SchemaMismatchError
-from deltatx.kernel.column_mapping import MAPPING_METADATA_KEYS
+from deltatx.kernel.column_mapping import without_mapping
 from deltatx.kernel.schema import (
     PRIMITIVE_TYPES,
     ArrayType,
@@ -57,18 +57,12 @@ def from_spark_schema(schema: T.StructType) -> StructType:
     for field_obj in obj["fields"]:
         _normalize_field(field_obj, field_obj["name"])
     try:
-        return parse_schema(json.dumps(obj))
+        return without_mapping(parse_schema(json.dumps(obj)))
     except InvalidTableError as exc:  # pragma: no cover - _normalize_field names it first
         raise SchemaMismatchError(str(exc)) from None
 
 
 def _normalize_field(field_obj: dict[str, Any], where: str) -> None:
-    metadata = field_obj.get("metadata")
-    if metadata:
-        # Column ids and physical names belong to the table the data came from; a table
-        # assigns its own when it stores the schema.
-        for key in MAPPING_METADATA_KEYS:
-            metadata.pop(key, None)
     field_obj["type"] = _normalize_type(field_obj["type"], field_obj, where)
 
 

@@ -25,6 +25,7 @@ from deltatx.kernel.column_mapping import (
     physical_columns,
     physical_schema,
     renamed,
+    without_mapping,
 )
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Literal
@@ -333,3 +334,14 @@ def _shape(t: DataType) -> object:
     if isinstance(t, MapType):
         return ("map", _shape(t.key_type), _shape(t.value_type))
     return t
+
+
+def test_a_schema_leaves_its_mapping_behind_when_copied_elsewhere() -> None:
+    mapped, _ = assign_mapping(NESTED, max_id=0, keep_names=False)
+    tagged = StructType(
+        (StructField("c", PrimitiveType("string"), True, {"comment": "kept"}), *mapped.fields)
+    )
+    clean = without_mapping(physical_schema(tagged, ID))
+    assert all(f.metadata in ({}, {"comment": "kept"}) for f in _walk(clean))
+    assert without_mapping(tagged).fields[0].metadata == {"comment": "kept"}
+    assert [f.name for f in _walk(without_mapping(tagged))] == [f.name for f in _walk(tagged)]

@@ -19,6 +19,7 @@ from deltatx.errors import (
     UnsupportedFeatureError,
 )
 from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
+from deltatx.kernel.column_mapping import without_mapping
 from deltatx.kernel.commit_rules import check_allowed as check_allowed_by_configuration
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import (
@@ -45,8 +46,12 @@ FEATURES_PROTOCOL = ProtocolAction(
 
 
 def to_delta_schema(schema: SparkStructType) -> StructType:
-    """A Spark schema as the Delta schema model (the JSON forms are the same)."""
-    return parse_schema(schema.json())
+    """A data schema as the Delta schema model (the JSON forms are the same).
+
+    Column mapping metadata of the table the data was read from is dropped: a table assigns
+    its own ids and physical names.
+    """
+    return without_mapping(parse_schema(schema.json()))
 
 
 def to_spark_schema(schema: StructType) -> SparkStructType:
