@@ -94,10 +94,8 @@ def check_mode_change(
         table: The table, named in messages.
 
     Raises:
-        InvalidPropertyError: The mode is unknown, or the change is one of the refused ones.
+        InvalidPropertyError: The change is one of the refused ones.
     """
-    if not isinstance(new, ColumnMappingMode):
-        parse_mode(new)  # pragma: no cover - validate_properties parses the value first
     if old is None or old == new:
         return
     if old == ColumnMappingMode.NONE and new == ColumnMappingMode.NAME:
