@@ -150,14 +150,15 @@ def _commit_definition(
             OperationName.CREATE_TABLE_AS_SELECT if data is not None else OperationName.CREATE_TABLE
         )
     txn.update_protocol(protocol)
-    txn.update_metadata(metadata)
+    txn.update_metadata(metadata, replacing=exists)
     metrics: dict[str, int] = {}
     if data is not None:
         added = write_files(
             data,
             table_path=log.table_path,
             partition_columns=metadata.partition_columns,
-            schema=schema,
+            schema=txn.schema,
+            column_mapping=txn.configuration.column_mapping_mode,
         )
         txn.add_files(added)
         rows, size = file_metrics(added)

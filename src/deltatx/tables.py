@@ -453,6 +453,36 @@ class DeltaTable(DeltaTableNames):
             txn.add_columns(columns)
         return _version(txn)
 
+    def rename_column(self, old: str, new: str) -> int:
+        """Renames a column in a metadata-only commit of its own; returns the version.
+
+        The table must use column mapping (``delta.columnMapping.mode`` ``name`` or ``id``):
+        data files keep the column under its physical name, so no file is rewritten.
+
+        Raises:
+            UnsupportedFeatureError: The table does not use column mapping.
+            SchemaMismatchError: ``old`` is not a column, ``new`` is taken, or a constraint
+                uses ``old``.
+        """
+        with self.begin() as txn:
+            txn.rename_column(old, new)
+        return _version(txn)
+
+    def drop_columns(self, *names: str) -> int:
+        """Drops columns in a metadata-only commit of its own; returns the version.
+
+        The table must use column mapping; the data files keep the dropped columns' values
+        until they are rewritten (OPTIMIZE, DML), and readers no longer see them.
+
+        Raises:
+            UnsupportedFeatureError: The table does not use column mapping.
+            SchemaMismatchError: A name is not a column, is a partition column or is used by
+                a constraint, or every column would go.
+        """
+        with self.begin() as txn:
+            txn.drop_columns(*names)
+        return _version(txn)
+
 
 def _version(txn: Transaction) -> int:
     result = txn.core.result

@@ -9,6 +9,7 @@ statements are replayed on the latest snapshot when a conflict allows it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -21,8 +22,12 @@ from pyspark.sql.types import StructType as SparkStructType
 from deltatx.builders import MergeBuilder, OptimizeBuilder
 from deltatx.errors import (
     InvalidArgumentError,
+    SchemaMismatchError,
     TableNotFoundError,
+    UnsupportedFeatureError,
 )
+from deltatx.kernel.column_mapping import FEATURE as COLUMN_MAPPING
+from deltatx.kernel.column_mapping import MODE_KEY, dropped, renamed
 from deltatx.kernel.features import protocol_for_configuration
 from deltatx.kernel.metrics import (
     DeleteMetrics,
@@ -224,6 +229,33 @@ class Transaction:
         """
         self._stage(StatementKind.ADD_COLUMNS, lambda spark, txn: _add_columns(txn, columns), None)
 
+    def rename_column(self, old: str, new: str) -> None:
+        """Stages renaming column ``old`` to ``new``: a metadata-only change.
+
+        Raises:
+            UnsupportedFeatureError: The table does not use column mapping (the message says
+                how to turn it on).
+            SchemaMismatchError: ``old`` is not a column, ``new`` is taken, or a constraint
+                names ``old``.
+        """
+        self._stage(
+            StatementKind.RENAME_COLUMN, lambda spark, txn: _rename_column(txn, old, new), None
+        )
+
+    def drop_columns(self, *names: str) -> None:
+        """Stages dropping columns: a metadata-only change (the data files keep them).
+
+        Raises:
+            UnsupportedFeatureError: The table does not use column mapping (the message says
+                how to turn it on).
+            SchemaMismatchError: A name is not a column, is a partition column, is named by a
+                constraint, or every column would go.
+        """
+        columns = list(names)
+        self._stage(
+            StatementKind.DROP_COLUMNS, lambda spark, txn: _drop_columns(txn, columns), None
+        )
+
     def alias(self, name: str) -> Transaction:
         """Names the target table for :meth:`merge` conditions (``t`` in ``t.id = s.id``)."""
         self._alias = name
@@ -419,6 +451,71 @@ def _add_columns(txn: OptimisticTransaction, columns: str | SparkStructType) -> 
     txn.record_operation(
         Operation(OperationName.ADD_COLUMNS, {"columns": [f.name for f in new.fields]}), {}
     )
+
+
+def _require_column_mapping(txn: OptimisticTransaction, what: str) -> None:
+    if not txn.configuration.column_mapping:
+        raise UnsupportedFeatureError(
+            f"{what} needs column mapping, and the table at {txn.log.table_path} does not use "
+            f"it; turn it on first with dt.set_properties({{'{MODE_KEY}': 'name'}}) (SQL: ALTER "
+            f"TABLE ... SET TBLPROPERTIES ('{MODE_KEY}' = 'name')). Nothing was committed.",
+            feature=COLUMN_MAPPING,
+        )
+
+
+def _refuse_constrained(txn: OptimisticTransaction, column: str, what: str) -> None:
+    # A constraint names columns by their logical names: renaming or dropping one would leave
+    # an expression that no longer resolves.
+    pattern = re.compile(rf"(?<![\w.]){re.escape(column)}(?!\w)|`{re.escape(column)}`", re.I)
+    for name, expression in txn.configuration.constraint_checks:
+        if pattern.search(expression):
+            raise SchemaMismatchError(
+                f"cannot {what} column '{column}': the table's {name} ({expression}) uses it; "
+                "drop the constraint first. Nothing was committed.",
+                column=column,
+            )
+
+
+def _rename_column(txn: OptimisticTransaction, old: str, new: str) -> None:
+    _require_table(txn)
+    _require_column_mapping(txn, "renaming a column")
+    field = txn.schema.get(old)
+    if field is not None:
+        _refuse_constrained(txn, field.name, "rename")
+    schema = renamed(txn.schema, old, new)
+    partitions = tuple(
+        new if field is not None and c.lower() == field.name.lower() else c
+        for c in txn.partition_columns
+    )
+    txn.update_metadata(
+        replace(txn.metadata, schema_string=schema.to_json(), partition_columns=partitions)
+    )
+    assert field is not None  # renamed() refuses an unknown column
+    txn.record_operation(
+        Operation(OperationName.RENAME_COLUMN, {"oldColumnPath": field.name, "newColumnPath": new}),
+        {},
+    )
+
+
+def _drop_columns(txn: OptimisticTransaction, names: list[str]) -> None:
+    _require_table(txn)
+    _require_column_mapping(txn, "dropping a column")
+    partitions = {c.lower() for c in txn.partition_columns}
+    for name in names:
+        field = txn.schema.get(name)
+        if field is None:
+            continue  # dropped() names it
+        if field.name.lower() in partitions:
+            raise SchemaMismatchError(
+                f"cannot drop partition column '{field.name}'; a table's partitioning cannot "
+                "change. Nothing was committed.",
+                column=field.name,
+            )
+        _refuse_constrained(txn, field.name, "drop")
+    schema = dropped(txn.schema, names)
+    gone = [f.name for f in txn.schema.fields if f.name not in schema.field_names()]
+    txn.update_metadata(replace(txn.metadata, schema_string=schema.to_json()))
+    txn.record_operation(Operation(OperationName.DROP_COLUMNS, {"columns": gone}), {})
 
 
 def _reorg_purge(spark: SparkSession, txn: OptimisticTransaction) -> OptimizeMetrics:

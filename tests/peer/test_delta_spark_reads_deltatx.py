@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import deltatx
 from deltatx import DeltaTable
@@ -32,6 +33,7 @@ class Scenario:
     expect_checkpoint: bool = False
     schema: str = "id BIGINT, date STRING, v DOUBLE"
     extra: dict[str, str] = field(default_factory=dict)
+    final_partition_by: list[str] | None = None  # after renames; else partition_by
 
 
 def _append(start: int, n: int, day: str = "2024-01-01") -> Step:
@@ -156,10 +158,60 @@ SCENARIOS: dict[str, Scenario] = {
     ),
 }
 
+
+def _rename(old: str, new: str) -> Step:
+    return lambda spark, path: DeltaTable.for_path(spark, path).rename_column(old, new)
+
+
+def _drop(*names: str) -> Step:
+    return lambda spark, path: DeltaTable.for_path(spark, path).drop_columns(*names)
+
+
+def _add_columns(ddl: str) -> Step:
+    return lambda spark, path: DeltaTable.for_path(spark, path).add_columns(ddl)
+
+
+def _append_as(start: int, n: int, day: str, columns: dict[str, str]) -> Step:
+    """Appends rows whose columns are the table's current (renamed, added) ones."""
+
+    def run(spark: SparkSession, path: str) -> object:
+        rows = events(spark, start, n, day).withColumn("note", F.lit("n"))
+        current = DeltaTable.for_path(spark, path).to_df().columns
+        renamed = rows.select(*[F.col(src).alias(dst) for src, dst in columns.items()])
+        return deltatx.write(renamed.select(*current), path)
+
+    return run
+
+
+def _column_mapping(mode: str, props: dict[str, str]) -> Scenario:
+    """Renames (a partition column too), drops and re-adds: metadata-only, rows must stay."""
+    return Scenario(
+        {**props, "delta.columnMapping.mode": mode},
+        [
+            _append(0, 10, "2024-01-01"),
+            _rename("v", "value"),
+            _rename("date", "day"),
+            _append_as(10, 10, "2024-01-02", {"id": "id", "date": "day", "v": "value"}),
+            _delete("value < 3"),
+            _update("id % 3 = 0", {"value": "-value"}),
+            _add_columns("note STRING"),
+            _append_as(
+                30, 3, "2024-01-03", {"id": "id", "date": "day", "v": "value", "note": "note"}
+            ),
+            _drop("value"),
+        ],
+        partition_by=["date"],
+        final_partition_by=["day"],
+        expect_dv=props == DV,
+    )
+
+
+SCENARIOS["column-mapping-name"] = _column_mapping("name", NO_DV)
+SCENARIOS["column-mapping-id"] = _column_mapping("id", DV)
+
 # Features the protocol-coverage work adds to deltatx. Each is a scenario waiting for deltatx to
 # write the feature: drop its skip mark then (the table properties that switch it on are here).
 PENDING: dict[str, dict[str, str]] = {
-    "column-mapping-name": {"delta.columnMapping.mode": "name"},
     "change-data-feed": {"delta.enableChangeDataFeed": "true"},
     "v2-checkpoints": {"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"},
     "in-commit-timestamps": {"delta.enableInCommitTimestamps": "true"},
@@ -207,4 +259,4 @@ def test_delta_spark_reads_every_version(
         detail = delta_spark.exec(
             "result = DeltaTable.forPath(spark, args['p']).detail().collect()[0].asDict()", p=path
         )
-        assert detail["partitionColumns"] == scenario.partition_by
+        assert detail["partitionColumns"] == (scenario.final_partition_by or scenario.partition_by)

@@ -1,9 +1,9 @@
 """deltatx reads every table delta-spark writes, and sees the same rows at every version.
 
 Table-driven: each scenario is a list of SQL statements run by delta-spark (``{t}`` is the
-table). Tables that use a protocol feature deltatx does not support yet are listed in
-REFUSED with that feature: deltatx must refuse them with UnsupportedFeatureError naming it.
-When deltatx learns a feature this test fails on purpose: move the case to READ.
+table). Every table delta-spark writes here must read in deltatx with the same rows at every
+version; READ_FEATURES also says whether deltatx may write the table or must refuse, naming
+the feature.
 """
 
 from __future__ import annotations
@@ -145,11 +145,32 @@ READ: dict[str, Scenario] = {
     ),
 }
 
-# Features deltatx does not support yet: (the CREATE TABLE, the feature deltatx must name).
-REFUSED: dict[str, tuple[str, str]] = {
-    "column-mapping-name": (_create({"delta.columnMapping.mode": "name"}), "columnMapping"),
-    "column-mapping-id": (_create({"delta.columnMapping.mode": "id"}), "columnMapping"),
-}
+
+def _column_mapping(mode: str, props: dict[str, str]) -> Scenario:
+    """Renames, drops and re-adds under column mapping: rows must survive each change."""
+    columns = f"{COLUMNS}, note STRING, s STRUCT<a: INT, b: STRING>"
+    return Scenario(
+        [
+            _create({**props, "delta.columnMapping.mode": mode}, partitioned=True, columns=columns),
+            "INSERT INTO {t} SELECT id, '2024-01-01', id * 1.5, 'n', named_struct('a', "
+            "CAST(id AS INT), 'b', 'x') FROM range(0, 20, 1, 2)",
+            "ALTER TABLE {t} RENAME COLUMN v TO value",
+            "ALTER TABLE {t} RENAME COLUMN date TO day",
+            "ALTER TABLE {t} DROP COLUMN note",
+            "INSERT INTO {t} SELECT id, '2024-01-02', id * 2.0, named_struct('a', 1, 'b', 'y') "
+            "FROM range(20, 30, 1, 2)",
+            "DELETE FROM {t} WHERE value < 3",
+            "UPDATE {t} SET value = -value, s = named_struct('a', 0, 'b', 'u') WHERE id % 3 = 0",
+            "ALTER TABLE {t} ADD COLUMNS (note STRING)",
+            "INSERT INTO {t} SELECT id, '2024-01-03', 1.0, named_struct('a', 2, 'b', 'z'), 'new' "
+            "FROM range(40, 42)",
+        ],
+        expect_dv=props == DV,
+    )
+
+
+READ["column-mapping-name"] = _column_mapping("name", NO_DV)
+READ["column-mapping-id"] = _column_mapping("id", DV)
 
 # Features deltatx reads; the value says whether it may also write (or must refuse, naming it).
 READ_FEATURES: dict[str, tuple[str, str | None]] = {
@@ -261,18 +282,6 @@ def test_deltatx_reads_feature_tables(
             deltatx.write(row, path)
         assert refused_for_writes in str(caught.value)
         assert latest_version(path) == before
-
-
-@pytest.mark.parametrize("name", list(REFUSED))
-def test_deltatx_refuses_unsupported_features_by_name(
-    spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str
-) -> None:
-    create, feature = REFUSED[name]
-    path = str(tmp_path / name)
-    _run(delta_spark, path, [create, _insert(0, 10)])
-    with pytest.raises(UnsupportedFeatureError) as caught:
-        DeltaTable.for_path(spark, path).to_df().collect()
-    assert feature in str(caught.value) or caught.value.feature == feature
 
 
 def test_in_commit_timestamps_agree_for_history_and_time_travel(

@@ -141,7 +141,7 @@ def test_refusals_are_typed(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFeatureError, match="addFeatureSupport"):
         dt.upgradeTableProtocol(4, 8)
     with pytest.raises(UnsupportedFeatureError):
-        dt.addFeatureSupport("columnMapping")
+        dt.addFeatureSupport("aFutureFeature")
     with pytest.raises(InvalidArgumentError):
         dt.merge(spark.range(1), "true").whenMatchedUpdate(condition="true")
 

@@ -11,6 +11,7 @@ from deltatx.delta_sql.statements import (
     Delete,
     DescribeDetail,
     DescribeHistory,
+    DropColumns,
     DropFeature,
     DropTable,
     Insert,
@@ -19,6 +20,7 @@ from deltatx.delta_sql.statements import (
     Optimize,
     Passthrough,
     Query,
+    RenameColumn,
     ReorgPurge,
     Restore,
     SetProperties,
@@ -168,6 +170,16 @@ def test_merge_source_table_with_and_without_alias() -> None:
             AddColumns(TableRef(name="t"), "c STRING, n INT COMMENT 'n'"),
         ),
         (
+            "ALTER TABLE t RENAME COLUMN a TO `b c`",
+            RenameColumn(TableRef(name="t"), "a", "b c"),
+        ),
+        ("ALTER TABLE t DROP COLUMN a", DropColumns(TableRef(name="t"), ("a",))),
+        (
+            "ALTER TABLE t DROP COLUMNS IF EXISTS (a, `b.c`)",
+            DropColumns(TableRef(name="t"), ("a", "b.c"), True),
+        ),
+        ("ALTER TABLE t DROP COLUMNS a, b", DropColumns(TableRef(name="t"), ("a", "b"))),
+        (
             "ALTER TABLE t DROP FEATURE deletionVectors",
             DropFeature(TableRef(name="t"), "deletionVectors"),
         ),
@@ -201,6 +213,12 @@ def test_queries_and_other_statements() -> None:
             30,
         ),
         ("VACUUM t LITE", "VACUUM ... LITE", 1, 10),
+        (
+            "ALTER TABLE t RENAME COLUMN s.a TO b",
+            "ALTER TABLE ... RENAME COLUMN <nested field>",
+            1,
+            29,
+        ),
         ("OPTIMIZE t\n  ZORDER BY (a) FULL", "OPTIMIZE ... FULL", 2, 17),
         (
             "CREATE TABLE t (a INT GENERATED ALWAYS AS (1)) USING delta",

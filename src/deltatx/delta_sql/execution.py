@@ -18,6 +18,7 @@ from deltatx.delta_sql.statements import (
     Delete,
     DescribeDetail,
     DescribeHistory,
+    DropColumns,
     DropFeature,
     DropTable,
     Insert,
@@ -26,6 +27,7 @@ from deltatx.delta_sql.statements import (
     Optimize,
     Passthrough,
     Query,
+    RenameColumn,
     ReorgPurge,
     Restore,
     SetProperties,
@@ -224,6 +226,19 @@ def _delta_command(spark: SparkSession, statement: Statement) -> DataFrame:
         return _empty(spark)
     if isinstance(statement, AddColumns):
         _table(spark, statement.table, "ALTER TABLE").add_columns(statement.columns)
+        return _empty(spark)
+    if isinstance(statement, RenameColumn):
+        dt = _table(spark, statement.table, "ALTER TABLE ... RENAME COLUMN")
+        dt.rename_column(statement.old, statement.new)
+        return _empty(spark)
+    if isinstance(statement, DropColumns):
+        dt = _table(spark, statement.table, "ALTER TABLE ... DROP COLUMNS")
+        names = statement.columns
+        if statement.if_exists:
+            names = tuple(n for n in names if dt.log.snapshot().schema.get(n) is not None)
+            if not names:
+                return _empty(spark)
+        dt.drop_columns(*names)
         return _empty(spark)
     if isinstance(statement, DropFeature):
         dt = _table(spark, statement.table, "ALTER TABLE ... DROP FEATURE")

@@ -18,11 +18,13 @@ from deltatx.delta_sql.statements import (
     AddColumns,
     DescribeDetail,
     DescribeHistory,
+    DropColumns,
     DropFeature,
     DropTable,
     Optimize,
     Passthrough,
     Query,
+    RenameColumn,
     ReorgPurge,
     Restore,
     SetProperties,
@@ -208,7 +210,15 @@ def _describe(cur: Cursor) -> DescribeHistory | DescribeDetail:
 
 def _alter(
     cur: Cursor,
-) -> SetProperties | UnsetProperties | AddColumns | DropFeature | Unsupported:
+) -> (
+    SetProperties
+    | UnsetProperties
+    | AddColumns
+    | RenameColumn
+    | DropColumns
+    | DropFeature
+    | Unsupported
+):
     cur.expect("ALTER", "TABLE", context="ALTER TABLE")
     table = cur.table("ALTER TABLE")
     action = cur.peek()
@@ -233,6 +243,27 @@ def _alter(
             raise cur.error("expected column definitions after ADD COLUMNS")
         cur.finish("ALTER TABLE ... ADD COLUMNS")
         return AddColumns(table, ddl)
+    if cur.accept("RENAME", "COLUMN"):
+        old = _top_level_column(cur, "RENAME COLUMN")
+        cur.expect("TO", context="ALTER TABLE ... RENAME COLUMN")
+        new = _top_level_column(cur, "RENAME COLUMN ... TO")
+        cur.finish("ALTER TABLE ... RENAME COLUMN")
+        return RenameColumn(table, old, new)
+    if cur.accept("DROP", "COLUMNS") or cur.accept("DROP", "COLUMN"):
+        if_exists = cur.accept("IF", "EXISTS")
+        tok = cur.peek()
+        if tok is not None and tok.kind is TokenType.L_PAREN:
+            names = []
+            for item in cur.parenthesized("DROP COLUMNS"):
+                sub = Cursor(cur.text, item)
+                names.append(_top_level_column(sub, "DROP COLUMNS"))
+                sub.finish("DROP COLUMNS")
+        else:
+            names = [_top_level_column(cur, "DROP COLUMNS")]
+            while cur.accept_kind(TokenType.COMMA):
+                names.append(_top_level_column(cur, "DROP COLUMNS"))
+        cur.finish("ALTER TABLE ... DROP COLUMNS")
+        return DropColumns(table, tuple(names), if_exists)
     if cur.accept("DROP", "FEATURE"):
         tok = cur.next()
         if (
@@ -247,6 +278,19 @@ def _alter(
     words = [t.text.upper() for t in cur.tokens[cur.index : cur.index + 2] if t.word]
     construct = "ALTER TABLE ... " + " ".join(words) if words else "ALTER TABLE"
     return Unsupported(table, construct, cur.where(action))
+
+
+def _top_level_column(cur: Cursor, context: str) -> str:
+    start = cur.peek()
+    parts = cur.dotted_name(context)
+    if len(parts) > 1:
+        raise cur.unsupported(
+            f"deltatx renames and drops top-level columns only, not nested field "
+            f"'{'.'.join(p for p, _ in parts)}'",
+            f"ALTER TABLE ... {context} <nested field>",
+            start,
+        )
+    return parts[0][0]
 
 
 def _properties(cur: Cursor) -> dict[str, str]:

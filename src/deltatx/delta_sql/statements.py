@@ -210,6 +210,24 @@ class AddColumns:
 
 
 @dataclass(frozen=True, slots=True)
+class RenameColumn:
+    """``ALTER TABLE t RENAME COLUMN old TO new``."""
+
+    table: TableRef
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumns:
+    """``ALTER TABLE t DROP COLUMN[S] [IF EXISTS] a[, b]`` (or ``(a, b)``)."""
+
+    table: TableRef
+    columns: tuple[str, ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DropFeature:
     """``ALTER TABLE t DROP FEATURE f [TRUNCATE HISTORY]``."""
 
@@ -267,6 +285,8 @@ Statement = (
     | SetProperties
     | UnsetProperties
     | AddColumns
+    | RenameColumn
+    | DropColumns
     | DropFeature
     | DropTable
     | Query

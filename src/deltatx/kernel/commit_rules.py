@@ -16,8 +16,11 @@ from deltatx.errors import (
     AppendOnlyViolationError,
     InvalidArgumentError,
     InvalidTableError,
+    UnsupportedFeatureError,
 )
 from deltatx.kernel.actions import Action, AddCDCFile, AddFile, RemoveFile
+from deltatx.kernel.column_mapping import FEATURE as COLUMN_MAPPING
+from deltatx.kernel.column_mapping import MODE_KEY, ColumnMappingMode, check_mapping
 from deltatx.kernel.deletion_vectors import check_descriptor, dv_relative_path
 from deltatx.kernel.file_paths import relative_to, resolve, scheme_of
 from deltatx.kernel.log_paths import LOG_DIR
@@ -95,6 +98,7 @@ def check_commit(
 
 
 def _check_features_used(configuration: TableConfiguration, adds: Sequence[AddFile]) -> None:
+    _check_column_mapping(configuration)
     with_dv = next((a for a in adds if a.deletion_vector is not None), None)
     if with_dv is not None and "deletionVectors" not in configuration.writer_features:
         raise InvalidArgumentError(
@@ -193,3 +197,22 @@ def check_deletion_vector(add: AddFile, *, root: str) -> None:
         check_data_path(relative, root=root, what=f"{where}: deletion vector file")
     elif dv.storage_type == "p":
         check_data_path(dv.path_or_inline_dv, root=root, what=f"{where}: deletion vector file")
+
+
+def _check_column_mapping(configuration: TableConfiguration) -> None:
+    mode = configuration.column_mapping_mode
+    if not isinstance(mode, ColumnMappingMode):
+        raise UnsupportedFeatureError(
+            f"the table sets {MODE_KEY}={mode!r}; deltatx knows the modes "
+            f"{', '.join(m.value for m in ColumnMappingMode)} and cannot write this table",
+            feature=COLUMN_MAPPING,
+        )
+    if not configuration.column_mapping:
+        return
+    if COLUMN_MAPPING not in configuration.writer_features:
+        raise InvalidArgumentError(
+            f"the table sets {MODE_KEY}={mode.value!r}, but its protocol does not name the "
+            f"'{COLUMN_MAPPING}' feature (reader version 2 and writer version 5, or the feature "
+            "by name); other engines would read physical names as columns"
+        )
+    check_mapping(configuration.schema, configuration.metadata.configuration)

@@ -31,6 +31,7 @@ from deltatx.kernel.actions import (
     RemoveFile,
     SetTransaction,
 )
+from deltatx.kernel.column_mapping import physical_columns
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Expression, columns_of, or_, to_sql
 from deltatx.kernel.isolation import IsolationLevel
@@ -387,7 +388,10 @@ class ConflictChecker:
                 f"{winner.operation} added conflicts."
             )
         elif parts:
-            where = ", ".join(f"{c}={_value_of(add.partition_values, c)}" for c in parts)
+            where = ", ".join(
+                f"{c}={_value_of(add.partition_values, p)}"
+                for c, p in zip(parts, physical_columns(pending.schema, parts), strict=True)
+            )
             why = (
                 f"The concurrent {winner.operation} added data to partition [{where}], which "
                 f"this transaction's read condition ({cond}) covers."
@@ -413,7 +417,7 @@ class ConflictChecker:
             )
         if parts:
             c = parts[0]
-            value = _value_of(add.partition_values, c)
+            value = _value_of(add.partition_values, physical_columns(pending.schema, [c])[0])
             example = f"{c} IS NULL" if value == "null" else f"{c} = {_sql_value(value)}"
             return (
                 why + " If this operation works on other partitions, make the separation "

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.column_mapping import PHYSICAL_NAME_KEY
 from deltatx.kernel.expressions import (
     TRUE,
     And,
@@ -74,7 +75,6 @@ _NEGATED = {
     ComparisonOp.GT: ComparisonOp.LE,
     ComparisonOp.GE: ComparisonOp.LT,
 }
-_PHYSICAL_NAME = "delta.columnMapping.physicalName"
 _TYPE_CHANGES = "delta.typeChanges"
 
 
@@ -185,7 +185,7 @@ class _FileView:
     def _names(self, name: str, f: StructField | None) -> list[str]:
         names = [name.lower()]
         if f is not None:
-            physical = f.metadata.get(_PHYSICAL_NAME)
+            physical = f.metadata.get(PHYSICAL_NAME_KEY)
             if isinstance(physical, str):
                 names.insert(0, physical.lower())
         return names

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 
 from deltatx.errors import UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
+from deltatx.kernel.column_mapping import FEATURE as COLUMN_MAPPING
+from deltatx.kernel.column_mapping import is_mapped, mode_of
 
 TABLE_FEATURES_READER_VERSION = 3
 TABLE_FEATURES_WRITER_VERSION = 7
@@ -14,6 +16,7 @@ TABLE_FEATURES_WRITER_VERSION = 7
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {
         "deletionVectors",
+        "columnMapping",
         "timestampNtz",
         "v2Checkpoint",
         # Nothing for a reader to do: it binds VACUUM, which checks the protocol first.
@@ -47,6 +50,7 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "typeWidening-preview",
         "variantType",
         "variantType-preview",
+        "columnMapping",
     }
 )
 
@@ -162,8 +166,8 @@ def _feature_in_use(feature: str, metadata: Metadata | None) -> bool:
         return any(k.startswith("delta.constraints.") for k in conf)
     if feature == "invariants":
         return "delta.invariants" in metadata.schema_string
-    if feature == "columnMapping":
-        return conf.get("delta.columnMapping.mode", "none") != "none"
+    if feature == COLUMN_MAPPING:
+        return is_mapped(mode_of(conf))
     if feature == "generatedColumns":
         return "delta.generationExpression" in metadata.schema_string
     if feature == "identityColumns":
@@ -228,4 +232,6 @@ def protocol_for_configuration(
         features.append("inCommitTimestamp")
     if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
         features.append("changeDataFeed")
+    if is_mapped(mode_of(configuration)):
+        features.append(COLUMN_MAPPING)
     return protocol_with_features(base, features) if features else base

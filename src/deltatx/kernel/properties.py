@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltatx.errors import InvalidPropertyError
+from deltatx.kernel.column_mapping import MODE_KEY, ColumnMappingMode, parse_mode
 from deltatx.kernel.isolation import (
     SETTABLE_LEVELS,
     IsolationLevel,
@@ -135,6 +136,9 @@ ENABLE_IN_COMMIT_TIMESTAMPS = PropertySpec(
     None,
     "commit times recorded in the log, used by history and time travel",
 )
+COLUMN_MAPPING_MODE = PropertySpec(
+    MODE_KEY, "none", parse_mode, None, "name or id: physical column names (rename, drop)"
+)
 
 SPECS: dict[str, PropertySpec] = {
     s.key: s
@@ -149,6 +153,7 @@ SPECS: dict[str, PropertySpec] = {
         TARGET_FILE_SIZE,
         CHECKPOINT_POLICY,
         ENABLE_IN_COMMIT_TIMESTAMPS,
+        COLUMN_MAPPING_MODE,
     )
 }
 
@@ -175,7 +180,7 @@ def validate_properties(props: Mapping[str, Any]) -> dict[str, str]:
                 parsed = spec.parse(value)
             except ValueError as exc:
                 raise InvalidPropertyError(f"{spec.key}: {exc}", key=spec.key) from None
-            if isinstance(parsed, IsolationLevel):
+            if isinstance(parsed, IsolationLevel | ColumnMappingMode):
                 value = parsed.value
             elif isinstance(parsed, bool):
                 value = "true" if parsed else "false"

@@ -11,10 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 
 from deltatx.errors import UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
+from deltatx.kernel.column_mapping import (
+    MODE_KEY,
+    ColumnMappingMode,
+    is_mapped,
+    mode_of,
+    physical_columns,
+    physical_schema,
+)
 from deltatx.kernel.features import check_writable, reader_features, writer_features
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.properties import TableProperties
@@ -22,19 +29,11 @@ from deltatx.kernel.schema import ArrayType, DataType, MapType, StructType, pars
 
 CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
-COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+COLUMN_MAPPING_MODE = MODE_KEY
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
 ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
 ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
-
-
-class ColumnMappingMode(StrEnum):
-    """``delta.columnMapping.mode``: how logical column names map to physical ones."""
-
-    NONE = "none"
-    ID = "id"
-    NAME = "name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +69,8 @@ class TableConfiguration:
         reader_features: Reader features in force (explicit or implied by legacy versions).
         writer_features: Writer features in force (explicit or implied by legacy versions).
         column_mapping_mode: ``delta.columnMapping.mode``.
+        physical_schema: The schema as data files store it (physical names; the schema
+            itself without column mapping).
         change_data_feed: ``delta.enableChangeDataFeed``.
         invariants: The column invariants the schema declares.
         check_constraints: The CHECK constraints the properties declare.
@@ -82,6 +83,7 @@ class TableConfiguration:
     reader_features: frozenset[str]
     writer_features: frozenset[str]
     column_mapping_mode: ColumnMappingMode | str
+    physical_schema: StructType
     change_data_feed: bool
     invariants: tuple[Invariant, ...]
     check_constraints: tuple[CheckConstraint, ...]
@@ -95,12 +97,7 @@ class TableConfiguration:
         """
         schema = parse_schema(metadata.schema_string)
         conf = metadata.configuration
-        mode_text = conf.get(COLUMN_MAPPING_MODE, "none").strip().lower()
-        mode: ColumnMappingMode | str
-        try:
-            mode = ColumnMappingMode(mode_text)
-        except ValueError:
-            mode = mode_text
+        mode = mode_of(conf)
         constraints = tuple(
             CheckConstraint(key[len(CONSTRAINT_PREFIX) :], value)
             for key, value in sorted(conf.items())
@@ -114,6 +111,7 @@ class TableConfiguration:
             reader_features=reader_features(protocol),
             writer_features=writer_features(protocol),
             column_mapping_mode=mode,
+            physical_schema=physical_schema(schema, mode),
             change_data_feed=conf.get(CHANGE_DATA_FEED, "false").strip().lower() == "true",
             invariants=tuple(_invariants(schema)),
             check_constraints=constraints,
@@ -123,6 +121,16 @@ class TableConfiguration:
     def partition_columns(self) -> tuple[str, ...]:
         """The partition columns, in order."""
         return self.metadata.partition_columns
+
+    @property
+    def column_mapping(self) -> bool:
+        """Whether data files, statistics and partition values use physical column names."""
+        return is_mapped(self.column_mapping_mode)
+
+    @property
+    def physical_partition_columns(self) -> tuple[str, ...]:
+        """The partition columns as ``partitionValues`` keys spell them."""
+        return tuple(physical_columns(self.schema, self.partition_columns))
 
     @property
     def deletion_vectors_enabled(self) -> bool:

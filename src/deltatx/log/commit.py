@@ -145,7 +145,7 @@ def validate_actions(
         table_root=root,
         constraints_checked=constraints_checked,
     )
-    partition_columns = set(configuration.partition_columns)
+    partition_columns = set(configuration.physical_partition_columns)
     seen_adds: set[tuple[str, str | None]] = set()
     seen_removes: set[tuple[str, str | None]] = set()
     apps: set[str] = set()

@@ -31,9 +31,12 @@ from deltatx.kernel.actions import (
     RemoveFile,
     SetTransaction,
 )
+from deltatx.kernel.column_mapping import FEATURE as COLUMN_MAPPING
+from deltatx.kernel.column_mapping import is_mapped, mapped_metadata, mode_of
 from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import TRUE, Expression
+from deltatx.kernel.features import protocol_with_features, writer_features
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties
 from deltatx.kernel.schema import StructType
@@ -111,6 +114,11 @@ class OptimisticTransaction:
         if self.snapshot is None:
             raise InvalidArgumentError("the table does not exist yet: set its protocol first")
         return self.snapshot.protocol
+
+    @property
+    def has_protocol(self) -> bool:
+        """Whether there is a protocol in force (the table exists or one is staged)."""
+        return self._protocol is not None or self.snapshot is not None
 
     @property
     def has_metadata(self) -> bool:
@@ -240,10 +248,30 @@ class OptimisticTransaction:
         self._check_active()
         self._constraints_checked.update(f.path for f in files)
 
-    def update_metadata(self, metadata: Metadata) -> None:
-        """Stages a new metadata action (schema, properties, partitioning)."""
+    def update_metadata(self, metadata: Metadata, *, replacing: bool = False) -> None:
+        """Stages a new metadata action (schema, properties, partitioning).
+
+        With column mapping on, new columns get their ids and physical names here, before any
+        data file is written under them, and the protocol is raised to name the feature.
+
+        Args:
+            metadata: The metadata to stage.
+            replacing: Whether the transaction replaces the whole table (every file goes), so
+                the column mapping mode may change freely.
+
+        Raises:
+            InvalidPropertyError: The column mapping mode change is not allowed.
+        """
         self._check_active()
+        previous = None if self.snapshot is None else self.snapshot.metadata
+        metadata = mapped_metadata(
+            metadata, previous, table=f"table {self.log.table_path}", replacing=replacing
+        )
         self._metadata = metadata
+        if is_mapped(mode_of(metadata.configuration)) and self.has_protocol:
+            protocol = self.protocol
+            if COLUMN_MAPPING not in writer_features(protocol):
+                self.update_protocol(protocol_with_features(protocol, [COLUMN_MAPPING]))
 
     def update_protocol(self, protocol: ProtocolAction) -> None:
         """Stages a protocol change; never a downgrade of an existing table."""

@@ -20,10 +20,11 @@ from pyspark.sql import types as T
 
 from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.column_mapping import ColumnMappingMode, physical_columns, physical_schema
 from deltatx.kernel.schema import StructType
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches, spark_uri
-from deltatx.spark.schema import quote_column, to_spark_schema
+from deltatx.spark.schema import quote_column, rename_columns, to_spark_schema
 from deltatx.spark.write import resolve_partition_columns, uri_path_key
 from deltatx.storage.location import Location
 
@@ -42,6 +43,9 @@ FILE_INDEX_COLUMN = "__deltatx_file_index"
 ROW_INDEX_COLUMN = "__deltatx_row_index"
 """With ``with_address``: the row's position within its file, counting every row (long)."""
 
+# Spark resolves Parquet columns by field id only when asked to; column mapping's id mode needs
+# it, and it changes nothing for files or read schemas without field ids.
+_FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
 _FILE_KEY = "__deltatx_file_key"
 _FILE_INDEX = FILE_INDEX_COLUMN
 _ROW_INDEX = ROW_INDEX_COLUMN
@@ -60,6 +64,7 @@ def files_to_dataframe(
     partition_columns: Sequence[str],
     row_filter: RowFilter | None = None,
     with_address: bool = False,
+    column_mapping: ColumnMappingMode | str = ColumnMappingMode.NONE,
 ) -> DataFrame:
     """The rows of exactly ``files``, as a DataFrame with the columns of ``schema``.
 
@@ -74,6 +79,9 @@ def files_to_dataframe(
         with_address: Whether the output ends with :data:`FILE_INDEX_COLUMN` and
             :data:`ROW_INDEX_COLUMN`, which say where each row is stored (for rewrites and
             deletion vectors).
+        column_mapping: The table's column mapping mode; with one, files are read by the
+            physical names ``schema`` declares (by Parquet field id in id mode) and the output
+            has the logical names.
 
     Returns:
         A lazy DataFrame; with no files, an empty one with the schema.
@@ -83,6 +91,20 @@ def files_to_dataframe(
         InvalidTableError: A relative file path climbs out of the table root.
         SchemaMismatchError: A partition column is not in the schema.
     """
+    physical = physical_schema(schema, column_mapping)
+    if physical is not schema:
+        if column_mapping == ColumnMappingMode.ID:
+            spark.conf.set(_FIELD_ID_READ, "true")
+        rows = files_to_dataframe(
+            spark,
+            table_path=table_path,
+            files=files,
+            schema=physical,
+            partition_columns=physical_columns(schema, partition_columns),
+            row_filter=row_filter,
+            with_address=with_address,
+        )
+        return rename_columns(rows, physical, schema)
     columns = resolve_partition_columns(schema, partition_columns)
     if not files:
         empty = spark.createDataFrame([], to_spark_schema(schema))

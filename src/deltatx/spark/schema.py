@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deltatx.errors import InvalidTableError, SchemaMismatchError
+from deltatx.kernel.column_mapping import without_mapping
 from deltatx.kernel.schema import (
     PRIMITIVE_TYPES,
     ArrayType,
@@ -56,7 +57,7 @@ def from_spark_schema(schema: T.StructType) -> StructType:
     for field_obj in obj["fields"]:
         _normalize_field(field_obj, field_obj["name"])
     try:
-        return parse_schema(json.dumps(obj))
+        return without_mapping(parse_schema(json.dumps(obj)))
     except InvalidTableError as exc:  # pragma: no cover - _normalize_field names it first
         raise SchemaMismatchError(str(exc)) from None
 
@@ -317,3 +318,20 @@ def _same_type(a: DataType, b: DataType) -> bool:
 def _spark_type(t: DataType) -> T.DataType:
     wrapper = StructType((StructField("x", t),))
     return to_spark_schema(wrapper).fields[0].dataType
+
+
+def rename_columns(df: DataFrame, source: StructType, target: StructType) -> DataFrame:
+    """``df`` with its leading columns (those of ``source``) renamed to ``target``'s, by position.
+
+    Nested struct fields are renamed too (a struct cast pairs fields by position), and
+    ``target``'s field metadata goes along, so Parquet field ids reach the writer. Columns past
+    ``source``'s are kept as they are. This is how column mapping turns logical columns into
+    physical ones and back; both schemas come from one table schema, so the types agree.
+    """
+    spark_target = to_spark_schema(target)
+    renamed = [
+        F.col(quote_column(s.name)).cast(t.dataType).alias(t.name, metadata=t.metadata)
+        for s, t in zip(source.fields, spark_target.fields, strict=True)
+    ]
+    rest = [quote_column(name) for name in df.columns[len(source.fields) :]]
+    return df.select(*renamed, *rest)

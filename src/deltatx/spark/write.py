@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from deltatx.errors import InvalidArgumentError, SchemaMismatchError, StorageAccessError
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.column_mapping import ColumnMappingMode, physical_columns, physical_schema
 from deltatx.kernel.log_paths import STAGING_PREFIX
 from deltatx.kernel.schema import PrimitiveType, StructType
 from deltatx.progress import step
@@ -38,6 +39,7 @@ from deltatx.spark.schema import (
     check_write_schema,
     conform_to_schema,
     from_spark_schema,
+    rename_columns,
 )
 from deltatx.spark.stats import file_stats_json
 from deltatx.storage.location import Location
@@ -237,6 +239,7 @@ def write_files(
     schema: StructType,
     data_change: bool = True,
     target_file_rows: int | None = None,
+    column_mapping: ColumnMappingMode | str = ColumnMappingMode.NONE,
 ) -> list[AddFile]:
     """Writes ``df`` as Parquet files under the table root and returns their ``add`` actions.
 
@@ -251,6 +254,9 @@ def write_files(
         schema: The table schema the data must fit (after any schema evolution).
         data_change: The ``dataChange`` flag of the returned actions.
         target_file_rows: At most this many rows per file (Spark's ``maxRecordsPerFile``).
+        column_mapping: The table's column mapping mode; with one, the files, their
+            statistics and partition values use the physical names ``schema`` declares (and
+            Parquet field ids in id mode).
 
     Returns:
         One :class:`AddFile` per written file, none for an empty DataFrame.
@@ -279,7 +285,13 @@ def write_files(
     staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = location.fs_path(staging_rel)
 
-    writer = conform_to_schema(df, schema).write.mode("error").format("parquet")
+    conformed = conform_to_schema(df, schema)
+    physical = physical_schema(schema, column_mapping)
+    if physical is not schema:
+        conformed = rename_columns(conformed, schema, physical)
+        columns = physical_columns(schema, columns)
+        schema = physical
+    writer = conformed.write.mode("error").format("parquet")
     if columns:
         writer = writer.partitionBy(*columns)
     if target_file_rows is not None:

@@ -12,6 +12,7 @@ from deltatx.errors import (
     AppendOnlyViolationError,
     DeltaError,
     InvalidArgumentError,
+    InvalidTableError,
     UnsupportedFeatureError,
 )
 from deltatx.kernel.actions import (
@@ -121,6 +122,23 @@ VIOLATIONS = {
         cfg(), [add("_delta_log/x.json")], InvalidArgumentError, "_delta_log"
     ),
     "path-other-store": Violation(cfg(), [add("s3://b/x")], InvalidArgumentError, "file: URIs"),
+    # PROTOCOL.md "Column Mapping": the mode needs the feature in the protocol ...
+    "column-mapping-without-feature": Violation(
+        cfg(**{"delta.columnMapping.mode": "name"}), [add()], InvalidArgumentError, "columnMapping"
+    ),
+    # ... and every column an id and a physical name.
+    "column-mapping-incomplete": Violation(
+        cfg(ProtocolAction(2, 5), **{"delta.columnMapping.mode": "name"}),
+        [add()],
+        InvalidTableError,
+        "lacks",
+    ),
+    "column-mapping-unknown-mode": Violation(
+        cfg(ProtocolAction(2, 5), **{"delta.columnMapping.mode": "position"}),
+        [add()],
+        UnsupportedFeatureError,
+        "position",
+    ),
 }
 
 

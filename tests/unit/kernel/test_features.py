@@ -35,8 +35,8 @@ def test_table_features_protocols_list_them_explicitly() -> None:
     [
         (ProtocolAction(4, 7), None),
         (
-            ProtocolAction(3, 7, reader_features=("columnMapping",), writer_features=()),
-            "columnMapping",
+            ProtocolAction(3, 7, reader_features=("aFutureFeature",), writer_features=()),
+            "aFutureFeature",
         ),
     ],
 )
@@ -44,6 +44,22 @@ def test_unreadable_protocols_are_refused(protocol: ProtocolAction, feature: str
     with pytest.raises(UnsupportedFeatureError) as info:
         check_readable(protocol)
     assert info.value.feature == feature
+
+
+def test_column_mapping_is_read_and_written_in_both_protocol_forms() -> None:
+    check_writable(ProtocolAction(2, 5))
+    named = ProtocolAction(3, 7, ("columnMapping",), ("columnMapping",))
+    check_writable(named)
+
+
+def test_the_mapping_mode_raises_the_protocol_to_name_the_feature() -> None:
+    upgraded = protocol_for_configuration({"delta.columnMapping.mode": "name"}, DEFAULT_PROTOCOL)
+    assert "columnMapping" in reader_features(upgraded)
+    assert "columnMapping" in writer_features(upgraded)
+    # A protocol already implying the feature is left alone.
+    legacy = ProtocolAction(2, 5)
+    assert protocol_for_configuration({"delta.columnMapping.mode": "id"}, legacy) == legacy
+    assert protocol_for_configuration({}, DEFAULT_PROTOCOL) == DEFAULT_PROTOCOL
 
 
 def test_an_unsupported_writer_feature_is_refused_by_name() -> None:

@@ -20,11 +20,17 @@ def test_intervals() -> None:
 
 def test_set_values_are_normalised_and_keys_matched_case_insensitively() -> None:
     out = validate_properties(
-        {"DELTA.isolationLevel": "serializable", "delta.appendOnly": True, "user.k": 3}
+        {
+            "DELTA.isolationLevel": "serializable",
+            "delta.appendOnly": True,
+            "delta.columnMapping.mode": "Name",
+            "user.k": 3,
+        }
     )
     assert out == {
         "delta.isolationLevel": "Serializable",
         "delta.appendOnly": "true",
+        "delta.columnMapping.mode": "name",
         "user.k": "3",
     }
 
@@ -36,6 +42,7 @@ def test_set_values_are_normalised_and_keys_matched_case_insensitively() -> None
         ("delta.appendOnly", "maybe"),
         ("delta.deletedFileRetentionDuration", "7 days"),
         ("delta.checkpointInterval", "0"),
+        ("delta.columnMapping.mode", "position"),
     ],
 )
 def test_bad_values_are_refused_naming_the_key(key: str, value: str) -> None:

@@ -34,6 +34,7 @@ from deltatx.errors import (
     InvalidTableError,
 )
 from deltatx.kernel.actions import AddFile, RemoveFile
+from deltatx.kernel.column_mapping import physical_name
 from deltatx.kernel.conflicts import PendingCommit
 from deltatx.kernel.expressions import Expression, columns_of, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
@@ -174,9 +175,12 @@ def matching_rows(
         InvalidTableError: The data file is missing (vacuumed) or is not readable Parquet.
     """
     location = log.location.file(add.path, what="data file")
+    needed = {c.lower() for c in columns_of(predicate)}
     try:
         parquet = pq.ParquetFile(pa.BufferReader(log.store.read(location)))
-        wanted = {c.lower() for c in columns_of(predicate)}
+        # Files and partition values name columns physically; the predicate logically.
+        logical = {physical_name(f).lower(): f.name for f in schema.fields}
+        wanted = {physical_name(f).lower() for f in schema.fields if f.name.lower() in needed}
         names = [n for n in parquet.schema_arrow.names if n.lower() in wanted]
         # Without reader threads: pyarrow's pool can abort the interpreter at exit
         # (apache/arrow#34314), and one data file gains nothing from them.
@@ -190,7 +194,10 @@ def matching_rows(
     for index, row in enumerate(table.to_pylist()):
         if index in deleted:
             continue
-        full = {**row, **add.partition_values} if add.partition_values else row
+        full = {
+            logical.get(k.lower(), k): v
+            for k, v in (row | add.partition_values if add.partition_values else row).items()
+        }
         if evaluate_on_row(predicate, full, schema=schema):
             out.append(index)
             if limit is not None and len(out) >= limit:

@@ -19,6 +19,7 @@ from deltatx.errors import (
     UnsupportedFeatureError,
 )
 from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
+from deltatx.kernel.column_mapping import without_mapping
 from deltatx.kernel.commit_rules import check_allowed as check_allowed_by_configuration
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import (
@@ -45,8 +46,12 @@ FEATURES_PROTOCOL = ProtocolAction(
 
 
 def to_delta_schema(schema: SparkStructType) -> StructType:
-    """A Spark schema as the Delta schema model (the JSON forms are the same)."""
-    return parse_schema(schema.json())
+    """A data schema as the Delta schema model (the JSON forms are the same).
+
+    Column mapping metadata of the table the data was read from is dropped: a table assigns
+    its own ids and physical names.
+    """
+    return without_mapping(parse_schema(schema.json()))
 
 
 def to_spark_schema(schema: StructType) -> SparkStructType:
@@ -178,6 +183,7 @@ def write_data(txn: OptimisticTransaction, df: DataFrame) -> list[AddFile]:
         table_path=txn.log.table_path,
         partition_columns=txn.partition_columns,
         schema=txn.schema,
+        column_mapping=txn.configuration.column_mapping_mode,
     )
     if checks:
         txn.record_constraints_checked(files)
@@ -221,7 +227,8 @@ def read_files(
     from deltatx.spark.partitioned_scan import partition_discovery_frame
 
     row_filter = live_rows_filter(txn.log, files)
-    if row_filter is None and _many_partitions(files):
+    # Partition discovery names columns after directories: physical names under column mapping.
+    if row_filter is None and not txn.configuration.column_mapping and _many_partitions(files):
         native = partition_discovery_frame(
             spark,
             table_path=txn.log.table_path,
@@ -238,6 +245,7 @@ def read_files(
         schema=txn.schema,
         partition_columns=txn.partition_columns,
         row_filter=row_filter,
+        column_mapping=txn.configuration.column_mapping_mode,
     )
 
 

@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.column_mapping import physical_schema
 from deltatx.kernel.log_paths import STAGING_PREFIX
 from deltatx.kernel.row_level.provenance import SOURCES_TAG, encode_sources
 from deltatx.kernel.schema import StructType
@@ -37,7 +38,7 @@ from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
-from deltatx.spark.schema import quote_column
+from deltatx.spark.schema import quote_column, rename_columns
 from deltatx.spark.stats import file_stats_json
 from deltatx.spark.write import (
     TableLocation,
@@ -95,6 +96,9 @@ def write_bins(
         # Partition values live in the log, not in data files; the bin says where they go.
         .select(*[quote_column(f.name) for f in data_schema.fields], _BIN)
     )
+    physical = physical_schema(data_schema, txn.configuration.column_mapping_mode)
+    if physical is not data_schema:
+        ordered = rename_columns(ordered, data_schema, physical)
     ensure_micros_timestamps(spark)
     location = TableLocation.parse(txn.log.table_path)
     if not spark_reaches(spark, location.location):
@@ -113,7 +117,7 @@ def write_bins(
         written = _written_by_bin(location.fs, staging)
         out: list[AddFile] = []
         for index, paths in sorted(written.items()):
-            out.extend(_publish_bin(txn, location, index, bins[index], paths, data_schema))
+            out.extend(_publish_bin(txn, location, index, bins[index], paths, physical))
         return out
     finally:
         if location.fs.get_file_info(staging).type != pafs.FileType.NotFound:

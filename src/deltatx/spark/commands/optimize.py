@@ -227,6 +227,7 @@ def stage_z_order(
             partition_columns=txn.partition_columns,
             schema=txn.schema,
             data_change=False,
+            column_mapping=txn.configuration.column_mapping_mode,
         )
     txn.remove_files(candidates, data_change=False)
     txn.add_files(added)

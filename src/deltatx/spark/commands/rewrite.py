@@ -63,6 +63,7 @@ def read_addressed(
         partition_columns=txn.partition_columns,
         row_filter=deleted_rows_filter(spark, txn.log, files),
         with_address=True,
+        column_mapping=txn.configuration.column_mapping_mode,
     )
 
 

@@ -144,13 +144,12 @@ class DeltatxDataSource(DataSource):
         elif version is None and timestamp is None and _streaming_options(self.options):
             version = schema_version(log, self.options)
         snapshot = log.snapshot(version, timestamp=timestamp)
-        mode = snapshot.metadata.configuration.get("delta.columnMapping.mode", "none")
         pinned = {
             "table_path": log.table_path,
             "version": snapshot.version,
             "table_schema_json": snapshot.metadata.schema_string,
             "partition_columns": snapshot.partition_columns,
-            "column_mapping": mode.lower() != "none",
+            "column_mapping": str(snapshot.table_configuration.column_mapping_mode),
             "change_range": change_range,
             "metadata": snapshot.metadata,
             "protocol": snapshot.protocol,

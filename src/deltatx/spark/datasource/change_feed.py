@@ -73,7 +73,7 @@ class ChangeFeedReader(DataSourceReader):
         end: int,
         table_schema_json: str,
         partition_columns: Sequence[str],
-        column_mapping: bool,
+        column_mapping: str,
     ) -> None:
         """Reads the changes of ``[start, end]``, under the schema of version ``end``."""
         self.table_path = table_path
@@ -117,14 +117,13 @@ def read_changes(table_path: str, start: int, end: int) -> Iterator[pa.RecordBat
     """
     log = DeltaLog.for_table(table_path)
     snapshot = log.snapshot(end)
-    mode = snapshot.metadata.configuration.get("delta.columnMapping.mode", "none")
     for change in changes_between(log, start, end):
         yield from read_change_file(
             log.table_path,
             change,
             table_schema=snapshot.schema,
             partition_columns=snapshot.partition_columns,
-            column_mapping=mode.lower() != "none",
+            column_mapping=str(snapshot.table_configuration.column_mapping_mode),
         )
 
 
@@ -134,7 +133,7 @@ def read_change_file(
     *,
     table_schema: StructType,
     partition_columns: Sequence[str],
-    column_mapping: bool = False,
+    column_mapping: str = "none",
 ) -> Iterator[pa.RecordBatch]:
     """The change rows one :class:`ChangeFile` contributes, as Arrow batches.
 

@@ -25,12 +25,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor
+from deltatx.kernel.column_mapping import ID_KEY, ColumnMappingMode, physical_schema
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.kernel.values import kind_of_type, parse_partition_value
 from deltatx.log.delta_log import DeltaLog
+from deltatx.spark.datasource.arrow_names import field_id_names, renamed
 from deltatx.spark.datasource.filters import conjunction
 from deltatx.spark.dv_filter import deleted_row_indexes, live_mask
+from deltatx.spark.schema import to_spark_schema
 from deltatx.spark.write import TableLocation
 
 # Packing files into tasks, as Spark's own file scan does: a task holds up to
@@ -40,7 +43,6 @@ _MAX_TASK_BYTES = 128 * 1024 * 1024
 _OPEN_COST = 4 * 1024 * 1024
 _MIN_TASKS = 8
 _BATCH_ROWS = 64 * 1024
-_PHYSICAL_NAME = "delta.columnMapping.physicalName"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ class DeltaReader(DataSourceReader):
         schema: SparkStructType,
         table_schema_json: str,
         partition_columns: Sequence[str],
-        column_mapping: bool,
+        column_mapping: str,
     ) -> None:
         """Reads ``version`` of the table at ``table_path``; ``schema`` is its Spark schema."""
         self.table_path = table_path
@@ -161,7 +163,7 @@ class FileReader:
         schema: SparkStructType,
         table_schema_json: str,
         partition_columns: Sequence[str],
-        column_mapping: bool,
+        column_mapping: str,
     ) -> None:
         """Reads files of the table at ``table_path`` as rows of ``schema``."""
         self.table_path = table_path
@@ -170,10 +172,11 @@ class FileReader:
         table_schema: StructType = parse_schema(table_schema_json)
         self.fields = table_schema.fields
         self.partition_columns = {c.lower() for c in partition_columns}
-        self.physical = [
-            str(f.metadata.get(_PHYSICAL_NAME, f.name)) if column_mapping else f.name
-            for f in self.fields
-        ]
+        physical = physical_schema(table_schema, column_mapping)
+        self.physical = physical.field_names()
+        self.physical_arrow = to_arrow_schema(to_spark_schema(physical), timezone="UTC")
+        self.by_field_id = column_mapping == ColumnMappingMode.ID
+        self.ids = [f.metadata.get(ID_KEY) for f in self.fields]
 
     def _open(self, add_path: str) -> pq.ParquetFile:
         # Resolved as every scan resolves log paths: inside the root, or on the table's store.
@@ -194,9 +197,14 @@ class FileReader:
         parquet = self._open(task.path)
         present = set(parquet.schema_arrow.names)
         values = {k.lower(): v for k, v in task.partition_values}
+        in_file = list(self.physical)
+        if self.by_field_id:
+            # Id mode resolves columns by Parquet field id; the names in a file may differ.
+            by_id = field_id_names(parquet.schema_arrow)
+            in_file = [by_id.get(i, "") if isinstance(i, int) else "" for i in self.ids]
         wanted = [
             p
-            for f, p in zip(self.fields, self.physical, strict=True)
+            for f, p in zip(self.fields, in_file, strict=True)
             if f.name.lower() not in self.partition_columns and p in present
         ]
         deleted: np.ndarray | None = None
@@ -208,13 +216,18 @@ class FileReader:
         for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=wanted):
             rows = batch.num_rows
             arrays: list[pa.Array] = []
-            for i, (field, physical) in enumerate(zip(self.fields, self.physical, strict=True)):
+            for i, (field, stored) in enumerate(zip(self.fields, in_file, strict=True)):
                 arrow_type = self.arrow_schema.field(i).type
                 if field.name.lower() in self.partition_columns:
-                    arrays.append(self._constant(i, values.get(field.name.lower()), rows))
-                elif physical in present:
-                    column = batch.column(physical)
-                    arrays.append(column if column.type == arrow_type else column.cast(arrow_type))
+                    raw = values.get(self.physical[i].lower())
+                    arrays.append(self._constant(i, raw, rows))
+                elif stored in present:
+                    column = batch.column(stored)
+                    # Cast under physical names (structs cast by field name), then rename.
+                    physical_type = self.physical_arrow.field(i).type
+                    if column.type != physical_type:
+                        column = column.cast(physical_type)
+                    arrays.append(renamed(column, arrow_type))
                 else:
                     arrays.append(pa.nulls(rows, arrow_type))
             out = pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)

@@ -144,7 +144,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         schema: SparkStructType,
         table_schema_json: str,
         partition_columns: Sequence[str],
-        column_mapping: bool,
+        column_mapping: str,
         metadata: Metadata,
         protocol: ProtocolAction,
         options: Mapping[str, str],

@@ -30,6 +30,13 @@ from pyspark.sql.types import StructType as SparkStructType
 
 from deltatx.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.column_mapping import (
+    ColumnMappingMode,
+    is_mapped,
+    mapped_metadata,
+    physical_columns,
+    physical_schema,
+)
 from deltatx.kernel.expressions import Expression, to_sql
 from deltatx.kernel.features import protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
@@ -44,6 +51,7 @@ from deltatx.spark.commands.common import (
     new_table_actions,
     to_delta_schema,
 )
+from deltatx.spark.datasource.arrow_names import renamed, with_field_ids
 from deltatx.spark.datasource.options import check_options, table_path
 from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.datasource.save import SAVE_MODE_OPTION
@@ -84,6 +92,8 @@ class WritePlan:
         partition_columns: The table's partition columns after the write.
         replace_where: The ``replaceWhere`` condition, if any.
         predicate: ``replace_where`` as a predicate, which every written row must satisfy.
+        column_mapping: The table's column mapping mode; with one, files use the physical
+            names (and field ids) ``schema_json`` declares.
     """
 
     table_path: str
@@ -92,6 +102,7 @@ class WritePlan:
     partition_columns: tuple[str, ...]
     replace_where: str | None
     predicate: Expression | None
+    column_mapping: str = ColumnMappingMode.NONE.value
 
 
 class FilesWritten(WriterCommitMessage):
@@ -206,6 +217,23 @@ class DeltaWriter(DataSourceArrowWriter):
                 )
             evolved = check_write_schema(snapshot.schema, data_schema, merge_schema=merge_schema)
             target = evolved or snapshot.schema
+        mode = (
+            ColumnMappingMode.NONE
+            if snapshot is None
+            else snapshot.table_configuration.column_mapping_mode
+        )
+        if snapshot is not None and is_mapped(mode):
+            # The tasks write physical names, so columns new to the table get theirs now; the
+            # commit stages the same schema, whose ids and names it keeps.
+            proposed = replace(snapshot.metadata, schema_string=target.to_json())
+            target = parse_schema(
+                mapped_metadata(
+                    proposed,
+                    snapshot.metadata,
+                    table=f"table {log.table_path}",
+                    replacing=replaces_table,
+                ).schema_string
+            )
         predicate = (
             None if replace_where is None else condition_to_predicate(replace_where, schema=target)
         )
@@ -216,6 +244,7 @@ class DeltaWriter(DataSourceArrowWriter):
             partition_columns=parts,
             replace_where=replace_where,
             predicate=predicate,
+            column_mapping=str(mode),
         )
         return cls(
             plan=plan,
@@ -309,7 +338,7 @@ class DeltaWriter(DataSourceArrowWriter):
                 metadata = replace(metadata, id=txn.metadata.id, configuration=config)
                 protocol = protocol_for_configuration(config, txn.protocol)
             txn.update_protocol(protocol)
-            txn.update_metadata(metadata)
+            txn.update_metadata(metadata, replacing=exists)
         elif schema != txn.schema:
             txn.update_metadata(replace(txn.metadata, schema_string=schema.to_json()))
 
@@ -374,11 +403,15 @@ class _TaskFiles:
         schema = parse_schema(plan.schema_json)
         self.schema = schema
         parts = {c.lower() for c in plan.partition_columns}
-        self.data_schema = StructType(
-            tuple(f for f in schema.fields if f.name.lower() not in parts)
-        )
+        logical_data = StructType(tuple(f for f in schema.fields if f.name.lower() not in parts))
+        self.data_names = logical_data.field_names()
         self.arrow_schema = to_arrow_schema(to_spark_schema(schema), timezone="UTC")
-        self.data_arrow = to_arrow_schema(to_spark_schema(self.data_schema), timezone="UTC")
+        # Files, statistics and partition directories use physical names (and field ids).
+        self.data_schema = physical_schema(logical_data, plan.column_mapping)
+        self.data_arrow = with_field_ids(
+            to_arrow_schema(to_spark_schema(self.data_schema), timezone="UTC"), self.data_schema
+        )
+        self.partition_keys = physical_columns(schema, plan.partition_columns)
         self.open: dict[tuple[str | None, ...], tuple[str, pq.ParquetWriter]] = {}
         self.done: list[str] = []
         self.sinks: dict[str, Any] = {}
@@ -432,7 +465,7 @@ class _TaskFiles:
     def _write(self, values: tuple[str | None, ...], table: pa.Table) -> None:
         entry = self.open.get(values)
         if entry is None:
-            dirs = partition_directories(self.plan.partition_columns, values)
+            dirs = partition_directories(self.partition_keys, values)
             name = f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
             relative = "/".join([*dirs, name])
             if dirs:
@@ -442,8 +475,9 @@ class _TaskFiles:
             self.sinks[relative] = sink
             writer = pq.ParquetWriter(sink, self.data_arrow, compression="snappy")
             entry = self.open[values] = (relative, writer)
-        data = table.select([f.name for f in self.data_arrow])
-        entry[1].write_table(data.cast(self.data_arrow))
+        data = table.select(self.data_names)
+        columns = [renamed(c, f.type) for c, f in zip(data.columns, self.data_arrow, strict=True)]
+        entry[1].write_table(pa.Table.from_arrays(columns, schema=self.data_arrow))
 
     def close(self) -> list[AddFile]:
         out: list[AddFile] = []
@@ -457,7 +491,7 @@ class _TaskFiles:
             out.append(
                 AddFile(
                     path=encode_uri_path(relative),
-                    partition_values=dict(zip(self.plan.partition_columns, values, strict=True)),
+                    partition_values=dict(zip(self.partition_keys, values, strict=True)),
                     size=info.size,
                     modification_time=info.mtime_ns // 1_000_000,
                     data_change=True,
@@ -491,9 +525,14 @@ def _rows_outside(
         schema=to_spark_schema(txn.schema),
         table_schema_json=txn.schema.to_json(),
         partition_columns=txn.partition_columns,
-        column_mapping=False,
+        column_mapping=str(txn.configuration.column_mapping_mode),
     )
-    keep_plan = replace(plan, predicate=None, schema_json=txn.schema.to_json())
+    keep_plan = replace(
+        plan,
+        predicate=None,
+        schema_json=txn.schema.to_json(),
+        column_mapping=str(txn.configuration.column_mapping_mode),
+    )
     out = _TaskFiles(keep_plan)
     try:
         for f in files:
