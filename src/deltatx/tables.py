@@ -398,6 +398,31 @@ class DeltaTable(DeltaTableNames):
             txn.unset_properties(keys, if_exists=if_exists)
         return _version(txn)
 
+    def add_constraint(self, name: str, expression: str) -> int:
+        """Adds a CHECK constraint in a commit of its own; returns the version.
+
+        The existing rows are checked first, and the protocol gains the ``checkConstraints``
+        feature (writer version 3) when it lacks it. Every later write is checked.
+
+        Raises:
+            InvalidArgumentError: The name is not an identifier or is already taken.
+            InvalidConditionError: The expression is not a valid boolean on the table.
+            ConstraintViolationError: An existing row breaks it (the message shows the row).
+        """
+        with self.begin() as txn:
+            txn.add_constraint(name, expression)
+        return _version(txn)
+
+    def drop_constraint(self, name: str, *, if_exists: bool = False) -> int:
+        """Drops the CHECK constraint ``name`` in a commit of its own; returns the version.
+
+        Raises:
+            InvalidArgumentError: There is no such constraint and ``if_exists`` is False.
+        """
+        with self.begin() as txn:
+            txn.drop_constraint(name, if_exists=if_exists)
+        return _version(txn)
+
     def add_columns(self, columns: str | SparkStructType) -> int:
         """Adds nullable columns in a commit of their own; returns the version."""
         with self.begin() as txn:

@@ -14,10 +14,12 @@ from sqlglot import exp
 from deltatx.catalog import Catalog, identifier, resolve_name, spark_catalog_location
 from deltatx.delta_sql.statements import (
     AddColumns,
+    AddConstraint,
     CreateTable,
     Delete,
     DescribeDetail,
     DescribeHistory,
+    DropConstraint,
     DropFeature,
     DropTable,
     Insert,
@@ -224,6 +226,14 @@ def _delta_command(spark: SparkSession, statement: Statement) -> DataFrame:
         return _empty(spark)
     if isinstance(statement, AddColumns):
         _table(spark, statement.table, "ALTER TABLE").add_columns(statement.columns)
+        return _empty(spark)
+    if isinstance(statement, AddConstraint):
+        dt = _table(spark, statement.table, "ALTER TABLE ... ADD CONSTRAINT")
+        dt.add_constraint(statement.name, statement.expression)
+        return _empty(spark)
+    if isinstance(statement, DropConstraint):
+        dt = _table(spark, statement.table, "ALTER TABLE ... DROP CONSTRAINT")
+        dt.drop_constraint(statement.name, if_exists=statement.if_exists)
         return _empty(spark)
     if isinstance(statement, DropFeature):
         dt = _table(spark, statement.table, "ALTER TABLE ... DROP FEATURE")

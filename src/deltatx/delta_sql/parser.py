@@ -16,8 +16,10 @@ from sqlglot.errors import ParseError, TokenError
 from deltatx.delta_sql.grammar import DIALECT, Cursor, Token, position, tokenize
 from deltatx.delta_sql.statements import (
     AddColumns,
+    AddConstraint,
     DescribeDetail,
     DescribeHistory,
+    DropConstraint,
     DropFeature,
     DropTable,
     Optimize,
@@ -208,7 +210,15 @@ def _describe(cur: Cursor) -> DescribeHistory | DescribeDetail:
 
 def _alter(
     cur: Cursor,
-) -> SetProperties | UnsetProperties | AddColumns | DropFeature | Unsupported:
+) -> (
+    SetProperties
+    | UnsetProperties
+    | AddColumns
+    | AddConstraint
+    | DropConstraint
+    | DropFeature
+    | Unsupported
+):
     cur.expect("ALTER", "TABLE", context="ALTER TABLE")
     table = cur.table("ALTER TABLE")
     action = cur.peek()
@@ -233,6 +243,20 @@ def _alter(
             raise cur.error("expected column definitions after ADD COLUMNS")
         cur.finish("ALTER TABLE ... ADD COLUMNS")
         return AddColumns(table, ddl)
+    if cur.accept("ADD", "CONSTRAINT"):
+        name, _ = cur.name_part("ALTER TABLE ... ADD CONSTRAINT")
+        cur.expect("CHECK", context="ALTER TABLE ... ADD CONSTRAINT")
+        items = cur.parenthesized("CHECK")
+        if len(items) != 1 or not items[0]:
+            raise cur.error("expected one boolean expression in CHECK (...)")
+        expression = cur.source(items[0])
+        cur.finish("ALTER TABLE ... ADD CONSTRAINT")
+        return AddConstraint(table, name, expression)
+    if cur.accept("DROP", "CONSTRAINT"):
+        if_exists = cur.accept("IF", "EXISTS")
+        name, _ = cur.name_part("ALTER TABLE ... DROP CONSTRAINT")
+        cur.finish("ALTER TABLE ... DROP CONSTRAINT")
+        return DropConstraint(table, name, if_exists)
     if cur.accept("DROP", "FEATURE"):
         tok = cur.next()
         if (

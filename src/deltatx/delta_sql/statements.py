@@ -210,6 +210,24 @@ class AddColumns:
 
 
 @dataclass(frozen=True, slots=True)
+class AddConstraint:
+    """``ALTER TABLE t ADD CONSTRAINT name CHECK (expr)``."""
+
+    table: TableRef
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropConstraint:
+    """``ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name``."""
+
+    table: TableRef
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DropFeature:
     """``ALTER TABLE t DROP FEATURE f [TRUNCATE HISTORY]``."""
 
@@ -267,6 +285,8 @@ Statement = (
     | SetProperties
     | UnsetProperties
     | AddColumns
+    | AddConstraint
+    | DropConstraint
     | DropFeature
     | DropTable
     | Query

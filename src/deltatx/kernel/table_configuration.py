@@ -9,18 +9,18 @@ metadata or protocol change) and every layer asks it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from deltatx.errors import UnsupportedFeatureError
+from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
 from deltatx.kernel.features import check_writable, reader_features, writer_features
 from deltatx.kernel.isolation import IsolationLevel
-from deltatx.kernel.properties import TableProperties
+from deltatx.kernel.properties import CONSTRAINT_PREFIX, TableProperties
 from deltatx.kernel.schema import ArrayType, DataType, MapType, StructType, parse_schema
 
-CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
@@ -182,6 +182,67 @@ class TableConfiguration:
             "commands write. Nothing was committed.",
             feature=feature,
         )
+
+
+_CONSTRAINT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def constraint_key(name: str) -> str:
+    """The table property that holds the CHECK constraint ``name`` (names are case-insensitive).
+
+    Raises:
+        InvalidArgumentError: The name is not an identifier.
+    """
+    if not isinstance(name, str) or not _CONSTRAINT_NAME.match(name):
+        raise InvalidArgumentError(
+            f"constraint name {name!r} must be an identifier (letters, digits and _, not "
+            "starting with a digit)"
+        )
+    return CONSTRAINT_PREFIX + name.lower()
+
+
+def with_check_constraint(
+    configuration: Mapping[str, str], name: str, expression: str
+) -> dict[str, str]:
+    """The configuration with a new CHECK constraint.
+
+    Raises:
+        InvalidArgumentError: The name is not an identifier, the expression is empty, or the
+            table already has a constraint of that name.
+    """
+    key = constraint_key(name)
+    if not expression.strip():
+        raise InvalidArgumentError(f"CHECK constraint '{name}' needs a boolean expression")
+    existing = next((k for k in configuration if k.lower() == key), None)
+    if existing is not None:
+        raise InvalidArgumentError(
+            f"the table already has a constraint named '{name}' "
+            f"({configuration[existing]}); drop it first"
+        )
+    return {**configuration, key: expression}
+
+
+def without_check_constraint(
+    configuration: Mapping[str, str], name: str, *, if_exists: bool
+) -> dict[str, str] | None:
+    """The configuration without the CHECK constraint ``name``; None when there is none.
+
+    Raises:
+        InvalidArgumentError: There is no such constraint and ``if_exists`` is False.
+    """
+    key = constraint_key(name)
+    existing = [k for k in configuration if k.lower() == key]
+    if not existing:
+        if if_exists:
+            return None
+        names = [
+            k[len(CONSTRAINT_PREFIX) :] for k in configuration if k.startswith(CONSTRAINT_PREFIX)
+        ]
+        raise InvalidArgumentError(
+            f"the table has no constraint named '{name}' (constraints: "
+            f"{', '.join(names) or 'none'}); use if_exists to ignore a missing one"
+        )
+    return {k: v for k, v in configuration.items() if k not in existing}
 
 
 def _invariants(schema: StructType) -> Iterator[Invariant]:

@@ -30,14 +30,22 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStructType
 
-from deltatx.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from deltatx.errors import (
+    ConstraintViolationError,
+    InvalidArgumentError,
+    InvalidConditionError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    UnsupportedFeatureError,
+)
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.expressions import Expression, to_sql
+from deltatx.kernel.expressions import Expression, has_opaque, to_sql
 from deltatx.kernel.features import protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.log.delta_log import DeltaLog
+from deltatx.log.snapshot import Snapshot
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
     condition_to_predicate,
@@ -86,6 +94,8 @@ class WritePlan:
         partition_columns: The table's partition columns after the write.
         replace_where: The ``replaceWhere`` condition, if any.
         predicate: ``replace_where`` as a predicate, which every written row must satisfy.
+        constraints: The table's invariants and CHECK constraints as (name, SQL, predicate);
+            the tasks check every row against them.
     """
 
     table_path: str
@@ -94,6 +104,7 @@ class WritePlan:
     partition_columns: tuple[str, ...]
     replace_where: str | None
     predicate: Expression | None
+    constraints: tuple[tuple[str, str, Expression], ...] = ()
 
 
 class FilesWritten(WriterCommitMessage):
@@ -218,6 +229,7 @@ class DeltaWriter(DataSourceArrowWriter):
             partition_columns=parts,
             replace_where=replace_where,
             predicate=predicate,
+            constraints=() if snapshot is None else _constraint_predicates(snapshot, target),
         )
         return cls(
             plan=plan,
@@ -305,6 +317,9 @@ class DeltaWriter(DataSourceArrowWriter):
             txn.remove_files(old)
             removed = len(old)
         txn.add_files([*rewritten, *added])
+        if plan.constraints:
+            # The tasks checked every new row; kept rows were in the table, so they held.
+            txn.record_constraints_checked([*rewritten, *added])
         if self.app_id is not None and self.app_version is not None:
             txn.set_app_transaction(self.app_id, self.app_version)
         rows, size = file_metrics(added)
@@ -325,6 +340,35 @@ class DeltaWriter(DataSourceArrowWriter):
         )
         txn.commit(user_metadata=self.user_metadata)
         return True
+
+
+def _constraint_predicates(
+    snapshot: Snapshot, schema: StructType
+) -> tuple[tuple[str, str, Expression], ...]:
+    """The table's constraints as predicates the tasks evaluate without Spark.
+
+    Raises:
+        UnsupportedFeatureError: A constraint uses SQL the tasks cannot evaluate row by row.
+    """
+    out: list[tuple[str, str, Expression]] = []
+    for name, sql in snapshot.table_configuration.constraint_checks:
+        feature = "invariants" if name.startswith("invariant") else "checkConstraints"
+        try:
+            predicate = condition_to_predicate(sql, schema=schema)
+        except InvalidConditionError as exc:
+            raise UnsupportedFeatureError(
+                f"the table's {name} ({sql}) cannot be checked by the format('delta') writer "
+                f"({exc}); write with deltatx.write instead. Nothing was written.",
+                feature=feature,
+            ) from None
+        if predicate is None or has_opaque(predicate):
+            raise UnsupportedFeatureError(
+                f"the table's {name} ({sql}) uses SQL the format('delta') writer cannot "
+                "evaluate row by row; write with deltatx.write instead. Nothing was written.",
+                feature=feature,
+            )
+        out.append((name, sql, predicate))
+    return tuple(out)
 
 
 def _added(messages: Sequence[WriterCommitMessage | None]) -> list[AddFile]:
@@ -410,9 +454,21 @@ class _TaskFiles:
                     f"'{self.plan.replace_where}'; nothing was written"
                 )
 
+    def _check_constraints(self, table: pa.Table) -> None:
+        if not self.plan.constraints:
+            return
+        for row in table.to_pylist():
+            for name, sql, predicate in self.plan.constraints:
+                if row_truth(predicate, row, self.schema) is not True:
+                    raise ConstraintViolationError(
+                        f"the {name} ({sql}) is violated by the row {row}; nothing was written.",
+                        constraint=name,
+                    )
+
     def add(self, batch: pa.RecordBatch) -> None:
         table = self._conform(batch)
         self._check_replace_where(table)
+        self._check_constraints(table)
         parts = list(self.plan.partition_columns)
         if not parts:
             self._write((), table)
