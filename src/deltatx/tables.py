@@ -35,6 +35,7 @@ from deltatx.kernel.metrics import (
 )
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.table_configuration import with_generation_expressions
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.snapshot import Snapshot
 from deltatx.log.transaction import OptimisticTransaction
@@ -118,12 +119,26 @@ class DeltaTable(DeltaTableNames):
         name: str | None = None,
         description: str | None = None,
         if_not_exists: bool = False,
+        generated_columns: Mapping[str, str] | None = None,
     ) -> DeltaTable:
         """Creates an empty table.
+
+        Args:
+            spark: The session.
+            path: Where the table lives.
+            schema: Its columns (DDL, a Spark or a Delta StructType).
+            partition_by: Partition columns.
+            properties: Table properties.
+            name: The table's name in its metadata.
+            description: The table's description.
+            if_not_exists: Return the existing table instead of failing.
+            generated_columns: ``{column: SQL}``: columns computed from the row's other
+                columns on every write (``GENERATED ALWAYS AS``).
 
         Raises:
             TableAlreadyExistsError: A table exists at ``path`` (unless ``if_not_exists``).
             InvalidPropertyError: A property value is not allowed; nothing is written.
+            InvalidConditionError: A generation expression does not resolve.
         """
         table = cls(spark, path)
         if table._log.table_exists():
@@ -131,7 +146,7 @@ class DeltaTable(DeltaTableNames):
                 return table
             raise TableAlreadyExistsError(f"a Delta table already exists at {table.path}")
         metadata, protocol = new_table_actions(
-            parse_schema_argument(schema),
+            with_generation_expressions(parse_schema_argument(schema), generated_columns or {}),
             partition_by=list(partition_by or ()),
             properties=properties,
             name=name,

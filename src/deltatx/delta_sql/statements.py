@@ -67,6 +67,7 @@ class CreateTable:
     or_replace: bool = False
     if_not_exists: bool = False
     provider: str | None = "delta"
+    generated_columns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

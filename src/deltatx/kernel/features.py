@@ -12,12 +12,13 @@ TABLE_FEATURES_WRITER_VERSION = 7
 
 # Features whose semantics deltatx implements when reading a table.
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset({"deletionVectors", "timestampNtz"})
-# Features deltatx honours when writing (appendOnly, invariants and checkConstraints are
-# enforced on every row and commit it writes).
+# Features deltatx honours when writing (appendOnly, invariants, checkConstraints and
+# generatedColumns are enforced on every row and commit it writes).
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",
         "checkConstraints",
+        "generatedColumns",
         "invariants",
         "deletionVectors",
         "domainMetadata",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
@@ -22,6 +22,8 @@ from deltatx.kernel.properties import CONSTRAINT_PREFIX, TableProperties
 from deltatx.kernel.schema import ArrayType, DataType, MapType, StructType, parse_schema
 
 INVARIANTS_KEY = "delta.invariants"
+GENERATION_EXPRESSION_KEY = "delta.generationExpression"
+IDENTITY_KEY_PREFIX = "delta.identity."
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 
@@ -41,6 +43,19 @@ class Invariant:
     Attributes:
         column: The dotted path of the column.
         expression: The SQL boolean every row must satisfy.
+    """
+
+    column: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedColumn:
+    """A generated column (``delta.generationExpression`` in a top-level field's metadata).
+
+    Attributes:
+        column: The column's name.
+        expression: The SQL that computes it from the row's other columns.
     """
 
     column: str
@@ -70,6 +85,8 @@ class TableConfiguration:
         change_data_feed: ``delta.enableChangeDataFeed``.
         invariants: The column invariants the schema declares.
         check_constraints: The CHECK constraints the properties declare.
+        generated_columns: The generated columns the schema declares.
+        identity_columns: The names of the identity columns the schema declares.
     """
 
     protocol: ProtocolAction
@@ -82,6 +99,8 @@ class TableConfiguration:
     change_data_feed: bool
     invariants: tuple[Invariant, ...]
     check_constraints: tuple[CheckConstraint, ...]
+    generated_columns: tuple[GeneratedColumn, ...] = ()
+    identity_columns: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, protocol: ProtocolAction, metadata: Metadata) -> TableConfiguration:
@@ -114,6 +133,8 @@ class TableConfiguration:
             change_data_feed=conf.get(CHANGE_DATA_FEED, "false").strip().lower() == "true",
             invariants=tuple(_invariants(schema)),
             check_constraints=constraints,
+            generated_columns=generated_columns(schema),
+            identity_columns=identity_columns(schema),
         )
 
     @property
@@ -182,6 +203,46 @@ class TableConfiguration:
             "commands write. Nothing was committed.",
             feature=feature,
         )
+
+
+def generated_columns(schema: StructType) -> tuple[GeneratedColumn, ...]:
+    """The generated columns a schema declares, in column order."""
+    return tuple(
+        GeneratedColumn(f.name, str(f.metadata[GENERATION_EXPRESSION_KEY]))
+        for f in schema.fields
+        if f.metadata.get(GENERATION_EXPRESSION_KEY) is not None
+    )
+
+
+def identity_columns(schema: StructType) -> tuple[str, ...]:
+    """The identity columns a schema declares (``delta.identity.*`` field metadata)."""
+    return tuple(
+        f.name
+        for f in schema.fields
+        if any(str(k).startswith(IDENTITY_KEY_PREFIX) for k in f.metadata)
+    )
+
+
+def with_generation_expressions(schema: StructType, expressions: Mapping[str, str]) -> StructType:
+    """The schema with ``delta.generationExpression`` set on the named top-level columns.
+
+    Raises:
+        InvalidArgumentError: A name is not a column, or an expression is empty.
+    """
+    wanted = {k.lower(): (k, v) for k, v in expressions.items()}
+    fields = []
+    for f in schema.fields:
+        entry = wanted.pop(f.name.lower(), None)
+        if entry is None:
+            fields.append(f)
+            continue
+        if not entry[1].strip():
+            raise InvalidArgumentError(f"generated column '{f.name}' needs an expression")
+        fields.append(replace(f, metadata={**f.metadata, GENERATION_EXPRESSION_KEY: entry[1]}))
+    if wanted:
+        missing = ", ".join(name for name, _ in wanted.values())
+        raise InvalidArgumentError(f"generated column(s) {missing} are not in the schema")
+    return StructType(tuple(fields))
 
 
 _CONSTRAINT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

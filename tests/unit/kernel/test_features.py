@@ -10,6 +10,7 @@ from deltatx.kernel.features import (
     DEFAULT_PROTOCOL,
     check_readable,
     check_writable,
+    protocol_for_configuration,
     reader_features,
     writer_features,
 )
@@ -50,3 +51,14 @@ def test_an_unsupported_writer_feature_is_refused_by_name() -> None:
     check_readable(p)
     with pytest.raises(UnsupportedFeatureError, match="rowTracking"):
         check_writable(p)
+
+
+def test_check_constraints_raise_a_legacy_table_to_writer_version_3() -> None:
+    conf = {"delta.constraints.pos": "v > 0"}
+    legacy = protocol_for_configuration(conf, ProtocolAction(1, 2))
+    assert (legacy.min_reader_version, legacy.min_writer_version) == (1, 3)
+    assert legacy.writer_features is None
+    features = ProtocolAction(3, 7, ("deletionVectors",), ("deletionVectors",))
+    upgraded = protocol_for_configuration(conf, features)
+    assert upgraded.writer_features == ("checkConstraints", "deletionVectors")
+    assert protocol_for_configuration(conf, ProtocolAction(1, 4)) == ProtocolAction(1, 4)

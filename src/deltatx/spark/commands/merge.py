@@ -210,7 +210,7 @@ def stage_merge(
         result = result.filter(F.col(_ACTION) != _DROP).select(*out_columns)
         added = []
         if touched or any(per_action.get(i, 0) for i in inserts):
-            added = write_data(txn, result)
+            added = write_data(txn, result, recompute_generated=True)
     finally:
         classified.unpersist()
     dvs_added = dvs_removed = 0

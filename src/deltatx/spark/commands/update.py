@@ -116,7 +116,9 @@ def _stage_dv_update(
     added: list[AddFile] = []
     if matched:
         added = write_data(
-            txn, without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments))
+            txn,
+            without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments)),
+            recompute_generated=True,
         )
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)

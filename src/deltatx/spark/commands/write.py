@@ -26,6 +26,7 @@ from deltatx.spark.commands.common import (
     condition_to_predicate,
     covers_whole_files,
     file_metrics,
+    fill_generated_columns,
     new_table_actions,
     read_files,
     to_delta_schema,
@@ -98,6 +99,7 @@ def stage_write(
         done = txn.app_transaction_version(app_id)
         if done is not None and done >= app_version:
             return False
+    df = fill_generated_columns(txn, df)
     data_schema = to_delta_schema(df.schema)
     props = validate_properties(properties or {})
     if not exists:

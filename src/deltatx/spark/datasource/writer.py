@@ -203,6 +203,14 @@ class DeltaWriter(DataSourceArrowWriter):
         snapshot = log.snapshot() if log.table_exists() else None
         if snapshot is not None and opts.get(SAVE_MODE_OPTION.lower()) == "error":
             raise TableAlreadyExistsError(f"a Delta table already exists at {path}")
+        generated = () if snapshot is None else snapshot.table_configuration.generated_columns
+        if generated:
+            raise UnsupportedFeatureError(
+                f"the table has the generated column '{generated[0].column}', which the "
+                "format('delta') writer does not compute; write with deltatx.write instead. "
+                "Nothing was written.",
+                feature="generatedColumns",
+            )
         replaces_table = snapshot is None or overwrite_schema
         if replaces_table:
             target = data_schema
