@@ -174,3 +174,25 @@ def test_sql_add_and_drop_constraint(spark: SparkSession, tmp_path: Path) -> Non
     history = DeltaTable.for_path(spark, str(path)).history().collect()
     operations = [r["operation"] for r in history]
     assert "ADD CONSTRAINT" in operations and "DROP CONSTRAINT" in operations
+
+
+def test_format_delta_options_set_table_properties_when_creating(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "opts")
+    writer = _df(spark, [(1, 10)]).write.format("delta").mode("append")
+    writer.option("delta.appendOnly", "true").option("delta.constraints.pos", "v > 0").save(path)
+    conf = DeltaLog.for_table(path).snapshot().metadata.configuration
+    assert conf["delta.appendOnly"] == "true" and conf["delta.constraints.pos"] == "v > 0"
+    # Spark wraps the data source's typed errors; the class name and message stay inside.
+    with pytest.raises(Exception, match=r"(?s)InvalidArgumentError.*only when the write creates"):
+        _df(spark, [(2, 20)]).write.format("delta").mode("append").option(
+            "delta.appendOnly", "true"
+        ).save(path)
+    with pytest.raises(
+        Exception, match=r"(?s)UnsupportedPropertyError.*'delta.autoOptimize.optimizeWrite'"
+    ):
+        _df(spark, [(2, 20)]).write.format("delta").mode("append").option(
+            "delta.autoOptimize.optimizeWrite", "true"
+        ).save(str(tmp_path / "other"))
+    assert not (tmp_path / "other" / "_delta_log").exists()

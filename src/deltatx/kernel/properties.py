@@ -254,8 +254,9 @@ def check_property_supported(key: str, value: str) -> None:
             supported=supported,
         )
     off = f" (only '{entry.inert}' is accepted)" if entry.inert is not None else ""
+    shown = key if entry.prefix else entry.key
     raise UnsupportedPropertyError(
-        f"the table property '{key}' is not implemented by deltatx{off}; setting it would be "
+        f"the table property '{shown}' is not implemented by deltatx{off}; setting it would be "
         f"ignored, so it is refused. The delta.* properties deltatx supports are: {listing}. "
         "Nothing was changed.",
         key=key,

@@ -116,3 +116,8 @@ def test_every_registry_row_is_reachable_and_every_spec_supported() -> None:
         if key.startswith("delta."):
             assert key in supported_properties()
     assert known_property("delta.constraints.") is None
+
+
+def test_the_message_names_the_property_as_documented_whatever_its_case() -> None:
+    with pytest.raises(UnsupportedPropertyError, match=r"'delta\.autoOptimize\.optimizeWrite'"):
+        validate_properties({"delta.autooptimize.optimizewrite": "true"})

@@ -38,14 +38,15 @@ from deltatx.errors import (
     TableAlreadyExistsError,
     UnsupportedFeatureError,
 )
-from deltatx.kernel.actions import AddFile
+from deltatx.kernel.actions import AddFile, Metadata
 from deltatx.kernel.expressions import Expression, has_opaque, to_sql
-from deltatx.kernel.features import protocol_for_configuration
+from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.properties import validate_properties
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.log.delta_log import DeltaLog
-from deltatx.log.snapshot import Snapshot
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
     condition_to_predicate,
@@ -141,8 +142,10 @@ class DeltaWriter(DataSourceArrowWriter):
         error_if_exists: bool,
         data_schema_json: str,
         new_partition_columns: tuple[str, ...] | None,
+        properties: Mapping[str, str] | None = None,
     ) -> None:
         """Use :meth:`create`."""
+        self.properties = dict(properties or {})
         self.plan = plan
         self.overwrite = overwrite
         self.merge_schema = merge_schema
@@ -165,6 +168,10 @@ class DeltaWriter(DataSourceArrowWriter):
             InvalidArgumentError: Contradictory or malformed options.
             SchemaMismatchError: The data does not fit the table.
         """
+        # delta.* options are the table properties of a table this write creates.
+        requested = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
+        options = {k: v for k, v in options.items() if k not in requested}
+        properties = validate_properties(requested)
         opts = {k.lower(): v for k, v in options.items()}
         check_options(options, WRITE_OPTIONS, what="write")
         path = table_path(options)
@@ -212,6 +219,12 @@ class DeltaWriter(DataSourceArrowWriter):
                 feature="generatedColumns",
             )
         replaces_table = snapshot is None or overwrite_schema
+        if properties and snapshot is not None:
+            raise InvalidArgumentError(
+                f"table property options ({', '.join(sorted(properties))}) apply only when the "
+                "write creates the table; on an existing table use DeltaTable.set_properties "
+                "or ALTER TABLE ... SET TBLPROPERTIES. Nothing was written."
+            )
         if replaces_table:
             target = data_schema
             parts = tuple(resolve_partition_columns(target, partition_by or ()))
@@ -237,7 +250,15 @@ class DeltaWriter(DataSourceArrowWriter):
             partition_columns=parts,
             replace_where=replace_where,
             predicate=predicate,
-            constraints=() if snapshot is None else _constraint_predicates(snapshot, target),
+            constraints=_constraint_predicates(
+                snapshot.table_configuration
+                if snapshot is not None
+                else TableConfiguration.of(
+                    DEFAULT_PROTOCOL,
+                    Metadata(id="", schema_string=target.to_json(), configuration=properties),
+                ),
+                target,
+            ),
         )
         return cls(
             plan=plan,
@@ -250,6 +271,7 @@ class DeltaWriter(DataSourceArrowWriter):
             error_if_exists=opts.get(SAVE_MODE_OPTION.lower()) == "error",
             data_schema_json=data_schema.to_json(),
             new_partition_columns=parts if replaces_table else None,
+            properties=properties,
         )
 
     # -- in the tasks -----------------------------------------------------------------------
@@ -302,7 +324,7 @@ class DeltaWriter(DataSourceArrowWriter):
         exists = txn.has_metadata
         if self.new_partition_columns is not None and (not exists or self.overwrite_schema):
             metadata, protocol = new_table_actions(
-                schema, partition_by=list(self.new_partition_columns), properties=None
+                schema, partition_by=list(self.new_partition_columns), properties=self.properties
             )
             if exists:
                 config = dict(txn.metadata.configuration)
@@ -351,7 +373,7 @@ class DeltaWriter(DataSourceArrowWriter):
 
 
 def _constraint_predicates(
-    snapshot: Snapshot, schema: StructType
+    configuration: TableConfiguration, schema: StructType
 ) -> tuple[tuple[str, str, Expression], ...]:
     """The table's constraints as predicates the tasks evaluate without Spark.
 
@@ -359,7 +381,7 @@ def _constraint_predicates(
         UnsupportedFeatureError: A constraint uses SQL the tasks cannot evaluate row by row.
     """
     out: list[tuple[str, str, Expression]] = []
-    for name, sql in snapshot.table_configuration.constraint_checks:
+    for name, sql in configuration.constraint_checks:
         feature = "invariants" if name.startswith("invariant") else "checkConstraints"
         try:
             predicate = condition_to_predicate(sql, schema=schema)
