@@ -81,6 +81,14 @@ def test_a_constraint_set_as_a_property_checks_existing_rows(
     dt = _table(spark, tmp_path / "t")
     with pytest.raises(ConstraintViolationError):
         dt.set_properties({"delta.constraints.small": "v < 15"})
+    # A write that sets the property checks the rows already in the table too.
+    with pytest.raises(ConstraintViolationError, match="small"):
+        deltatx.write(
+            _df(spark, [(3, 5)]),
+            str(tmp_path / "t"),
+            properties={"delta.constraints.small": "v < 15"},
+        )
+    assert (3, 5) not in _rows(spark, tmp_path / "t")
     dt.set_properties({"delta.constraints.pos": "v > 0"})
     with pytest.raises(ConstraintViolationError, match="pos"):
         deltatx.write(_df(spark, [(3, -5)]), str(tmp_path / "t"))

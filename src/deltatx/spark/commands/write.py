@@ -32,6 +32,7 @@ from deltatx.spark.commands.common import (
     to_delta_schema,
     write_data,
 )
+from deltatx.spark.commands.constraints import check_new_constraint_properties
 from deltatx.spark.schema import check_write_schema
 
 
@@ -112,6 +113,7 @@ def stage_write(
         _check_partitioning(txn, partition_by)
         evolved = check_write_schema(txn.schema, data_schema, merge_schema=merge_schema)
         if evolved is not None or props:
+            check_new_constraint_properties(spark, txn, props)
             config = {**txn.metadata.configuration, **props}
             new_md = replace(
                 txn.metadata,
