@@ -138,6 +138,12 @@ def test_identity_columns_are_refused_at_create(spark: SparkSession, tmp_path: P
 def test_a_table_with_identity_columns_is_readable_but_not_writable(
     spark: SparkSession, tmp_path: Path
 ) -> None:
+    """Identity values are not assigned by deltatx, so every write to such a table is refused.
+
+    Delta Lake's isolation-level documentation: "Las tablas con columnas de identidad no admiten
+    transacciones simultáneas." A writer that assigns identity values must therefore conflict
+    with every concurrent commit; until deltatx does that, it writes no identity table at all.
+    """
     path = tmp_path / "identity"
     schema = (
         '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":'
