@@ -293,6 +293,12 @@ def set_property(path: str, assignment: str, as_json: JsonFlag = False) -> None:
     if not sep or not key:
         raise InvalidArgumentError(f"expected KEY=VALUE, got '{assignment}'")
     updates = validate_properties({key.strip(): value.strip()})
+    if any(k.startswith("delta.constraints.") for k in updates):
+        # Adding a constraint must check the existing rows first, which needs Spark.
+        raise InvalidArgumentError(
+            f"'{key.strip()}' is a CHECK constraint: add it with ALTER TABLE ... ADD CONSTRAINT "
+            "or DeltaTable.add_constraint, which check the existing rows first"
+        )
     log = _open(path)
     txn = OptimisticTransaction(log, log.snapshot())
     config = {**txn.metadata.configuration, **updates}

@@ -25,6 +25,7 @@ from deltatx.kernel.features import (
 )
 from deltatx.kernel.metrics import OptimizeMetrics, RestoreMetrics
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.table_configuration import GENERATION_EXPRESSION_KEY
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
@@ -87,17 +88,24 @@ class DeltaTableBuilder(Generic[T]):
         generatedByDefaultAs: str | None = None,
         comment: str | None = None,
     ) -> Self:
-        """A column; generated and identity columns are refused."""
-        if generatedAlwaysAs is not None or generatedByDefaultAs is not None:
+        """A column; ``generatedAlwaysAs`` makes it a generated column (SQL over the others).
+
+        Raises:
+            UnsupportedFeatureError: ``generatedByDefaultAs`` (identity columns are not built).
+        """
+        if generatedByDefaultAs is not None:
             raise UnsupportedFeatureError(
-                "generated and identity columns are not supported", feature="generatedColumns"
+                "identity columns (generatedByDefaultAs) are not supported",
+                feature="identityColumns",
             )
         if isinstance(dataType, str):
             parsed = to_spark_schema(parse_schema_argument(f"`{colName}` {dataType}"))
             spark_type = parsed.fields[0].dataType
         else:
             spark_type = dataType
-        metadata = {"comment": comment} if comment is not None else {}
+        metadata: dict[str, str] = {"comment": comment} if comment is not None else {}
+        if generatedAlwaysAs is not None:
+            metadata[GENERATION_EXPRESSION_KEY] = generatedAlwaysAs
         self._fields.append(StructField(colName, spark_type, nullable, metadata))
         return self
 

@@ -129,6 +129,18 @@ class StreamDataChangedError(StreamingSourceError):
     """A commit removed or rewrote rows (DELETE, UPDATE, MERGE) under an append-only stream."""
 
 
+class UnsupportedPropertyError(InvalidPropertyError):
+    """A ``delta.*`` table property that deltatx does not implement; refused, never ignored.
+
+    Attributes:
+        supported: The ``delta.*`` properties deltatx implements, for the message's reader.
+    """
+
+    def __init__(self, message: str, *, key: str, supported: tuple[str, ...]) -> None:
+        super().__init__(message, key=key)
+        self.supported = supported
+
+
 class SchemaMismatchError(DeltaError):
     """Data does not match the table schema; the message names the column."""
 

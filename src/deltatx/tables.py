@@ -35,6 +35,7 @@ from deltatx.kernel.metrics import (
 )
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.table_configuration import with_generation_expressions
 from deltatx.log.change_feed import changes_between, version_range
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.snapshot import Snapshot
@@ -120,12 +121,26 @@ class DeltaTable(DeltaTableNames):
         name: str | None = None,
         description: str | None = None,
         if_not_exists: bool = False,
+        generated_columns: Mapping[str, str] | None = None,
     ) -> DeltaTable:
         """Creates an empty table.
+
+        Args:
+            spark: The session.
+            path: Where the table lives.
+            schema: Its columns (DDL, a Spark or a Delta StructType).
+            partition_by: Partition columns.
+            properties: Table properties.
+            name: The table's name in its metadata.
+            description: The table's description.
+            if_not_exists: Return the existing table instead of failing.
+            generated_columns: ``{column: SQL}``: columns computed from the row's other
+                columns on every write (``GENERATED ALWAYS AS``).
 
         Raises:
             TableAlreadyExistsError: A table exists at ``path`` (unless ``if_not_exists``).
             InvalidPropertyError: A property value is not allowed; nothing is written.
+            InvalidConditionError: A generation expression does not resolve.
         """
         table = cls(spark, path)
         if table._log.table_exists():
@@ -133,7 +148,7 @@ class DeltaTable(DeltaTableNames):
                 return table
             raise TableAlreadyExistsError(f"a Delta table already exists at {table.path}")
         metadata, protocol = new_table_actions(
-            parse_schema_argument(schema),
+            with_generation_expressions(parse_schema_argument(schema), generated_columns or {}),
             partition_by=list(partition_by or ()),
             properties=properties,
             name=name,
@@ -445,6 +460,31 @@ class DeltaTable(DeltaTableNames):
         """Removes table properties in a commit of their own; returns the version."""
         with self.begin() as txn:
             txn.unset_properties(keys, if_exists=if_exists)
+        return _version(txn)
+
+    def add_constraint(self, name: str, expression: str) -> int:
+        """Adds a CHECK constraint in a commit of its own; returns the version.
+
+        The existing rows are checked first, and the protocol gains the ``checkConstraints``
+        feature (writer version 3) when it lacks it. Every later write is checked.
+
+        Raises:
+            InvalidArgumentError: The name is not an identifier or is already taken.
+            InvalidConditionError: The expression is not a valid boolean on the table.
+            ConstraintViolationError: An existing row breaks it (the message shows the row).
+        """
+        with self.begin() as txn:
+            txn.add_constraint(name, expression)
+        return _version(txn)
+
+    def drop_constraint(self, name: str, *, if_exists: bool = False) -> int:
+        """Drops the CHECK constraint ``name`` in a commit of its own; returns the version.
+
+        Raises:
+            InvalidArgumentError: There is no such constraint and ``if_exists`` is False.
+        """
+        with self.begin() as txn:
+            txn.drop_constraint(name, if_exists=if_exists)
         return _version(txn)
 
     def add_columns(self, columns: str | SparkStructType) -> int:

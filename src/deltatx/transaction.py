@@ -56,6 +56,11 @@ from deltatx.spark.commands.common import (
     parse_schema_argument,
     read_files,
 )
+from deltatx.spark.commands.constraints import (
+    check_new_constraint_properties,
+    stage_add_constraint,
+    stage_drop_constraint,
+)
 from deltatx.spark.commands.delete import stage_delete
 from deltatx.spark.commands.optimize import stage_compaction
 from deltatx.spark.commands.update import stage_update
@@ -204,7 +209,7 @@ class Transaction:
         props = dict(properties)
         self._stage(
             StatementKind.SET_TBLPROPERTIES,
-            lambda spark, txn: _set_properties(txn, props),
+            lambda spark, txn: _set_properties(spark, txn, props),
             None,
         )
 
@@ -218,6 +223,34 @@ class Transaction:
         self._stage(
             StatementKind.UNSET_TBLPROPERTIES,
             lambda spark, txn: _unset_properties(txn, names, if_exists),
+            None,
+        )
+
+    def add_constraint(self, name: str, expression: str) -> None:
+        """Stages a CHECK constraint, e.g. ``add_constraint("positive", "v > 0")``.
+
+        Every live row must already satisfy it; from then on every write is checked.
+
+        Raises:
+            InvalidArgumentError: The name is not an identifier or is already taken.
+            InvalidConditionError: The expression is not a valid boolean on the table.
+            ConstraintViolationError: An existing row breaks it (the message shows the row).
+        """
+        self._stage(
+            StatementKind.ADD_CONSTRAINT,
+            lambda spark, txn: stage_add_constraint(spark, txn, name, expression),
+            None,
+        )
+
+    def drop_constraint(self, name: str, *, if_exists: bool = False) -> None:
+        """Stages dropping the CHECK constraint ``name``.
+
+        Raises:
+            InvalidArgumentError: There is no such constraint and ``if_exists`` is False.
+        """
+        self._stage(
+            StatementKind.DROP_CONSTRAINT,
+            lambda spark, txn: stage_drop_constraint(txn, name, if_exists=if_exists),
             None,
         )
 
@@ -412,11 +445,14 @@ def _no_statement_retries(retries: int, backoff: Backoff | None = None) -> None:
         )
 
 
-def _set_properties(txn: OptimisticTransaction, properties: Mapping[str, Any]) -> None:
+def _set_properties(
+    spark: SparkSession, txn: OptimisticTransaction, properties: Mapping[str, Any]
+) -> None:
     _require_table(txn)
     updates = validate_properties(properties)
     if not updates:
         raise InvalidArgumentError("set_properties needs at least one property")
+    check_new_constraint_properties(spark, txn, updates)
     config = {**txn.metadata.configuration, **updates}
     txn.update_metadata(replace(txn.metadata, configuration=config))
     txn.update_protocol(protocol_for_configuration(config, txn.protocol))

@@ -124,8 +124,8 @@ def test_builders_replace_and_by_location(
     assert dt.history(1).first()["operation"] == "CREATE OR REPLACE TABLE"  # type: ignore[index]
     with pytest.raises(deltatx.errors.TableNotFoundError):
         DeltaTable.replace(spark).location(str(tmp_path / "none")).addColumn("b", "INT").execute()
-    with pytest.raises(UnsupportedFeatureError):
-        DeltaTable.createIfNotExists(spark).addColumn("g", "INT", generatedAlwaysAs="1")
+    with pytest.raises(UnsupportedFeatureError, match="identity"):
+        DeltaTable.createIfNotExists(spark).addColumn("g", "INT", generatedByDefaultAs="1")
 
 
 def test_refusals_are_typed(spark: SparkSession, tmp_path: Path) -> None:

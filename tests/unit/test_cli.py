@@ -58,6 +58,13 @@ def test_set_property_validates_and_commits(
     assert json.loads(out) == {"version": 3, "properties": {"delta.isolationLevel": "Serializable"}}
     snap = DeltaLog.for_table(str(table)).snapshot()
     assert snap.metadata.configuration["delta.isolationLevel"] == "Serializable"
+    # Refused, committing nothing: a property deltatx does not implement, and a CHECK
+    # constraint (adding one checks the existing rows, which the command cannot do).
+    for assignment in ("delta.autoOptimize.autoCompact=true", "delta.constraints.pos=id > 0"):
+        code, _, err = run_cli("set-property", str(table), assignment)
+        assert code == 2, err
+    assert "delta.isolationLevel" in err or "ADD CONSTRAINT" in err
+    assert DeltaLog.for_table(str(table)).latest_version() == 3
 
 
 def test_checkpoint_and_vacuum_dry_run(

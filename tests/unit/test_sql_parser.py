@@ -7,11 +7,13 @@ import pytest
 from deltatx.delta_sql.parser import parse_statement
 from deltatx.delta_sql.statements import (
     AddColumns,
+    AddConstraint,
     CreateTable,
     Delete,
     DescribeDetail,
     DescribeHistory,
     DropColumns,
+    DropConstraint,
     DropFeature,
     DropTable,
     Insert,
@@ -61,6 +63,15 @@ def test_create_table_with_every_clause() -> None:
         "delta.appendOnly": "true",
     }
     assert stmt.or_replace and stmt.if_not_exists and stmt.query is None
+
+
+def test_create_table_with_a_generated_column() -> None:
+    stmt = parse_statement(
+        "CREATE TABLE t (a INT, b INT GENERATED ALWAYS AS (a * 2) COMMENT 'x') USING DELTA"
+    )
+    assert isinstance(stmt, CreateTable)
+    assert stmt.columns == "a INT, b INT COMMENT 'x'"
+    assert dict(stmt.generated_columns) == {"b": "a * 2"}
 
 
 def test_create_as_select_and_other_providers() -> None:
@@ -188,6 +199,15 @@ def test_merge_source_table_with_and_without_alias() -> None:
             DropFeature(TableRef(name="t"), "appendOnly", True),
         ),
         ("DROP TABLE IF EXISTS db.t", DropTable(TableRef(name="db.t"), True)),
+        (
+            "ALTER TABLE t ADD CONSTRAINT pos CHECK (v > 0 AND w IN (1, 2))",
+            AddConstraint(TableRef(name="t"), "pos", "v > 0 AND w IN (1, 2)"),
+        ),
+        (
+            "ALTER TABLE t DROP CONSTRAINT IF EXISTS pos",
+            DropConstraint(TableRef(name="t"), "pos", True),
+        ),
+        ("ALTER TABLE t DROP CONSTRAINT pos", DropConstraint(TableRef(name="t"), "pos")),
     ],
 )
 def test_delta_heads(text: str, expected: object) -> None:
@@ -221,10 +241,10 @@ def test_queries_and_other_statements() -> None:
         ),
         ("OPTIMIZE t\n  ZORDER BY (a) FULL", "OPTIMIZE ... FULL", 2, 17),
         (
-            "CREATE TABLE t (a INT GENERATED ALWAYS AS (1)) USING delta",
+            "CREATE TABLE t (a INT GENERATED ALWAYS AS IDENTITY (START WITH 1)) USING delta",
             "CREATE TABLE ... GENERATED",
             1,
-            44,
+            64,
         ),
     ],
 )

@@ -14,11 +14,13 @@ from sqlglot import exp
 from deltatx.catalog import Catalog, identifier, resolve_name, spark_catalog_location
 from deltatx.delta_sql.statements import (
     AddColumns,
+    AddConstraint,
     CreateTable,
     Delete,
     DescribeDetail,
     DescribeHistory,
     DropColumns,
+    DropConstraint,
     DropFeature,
     DropTable,
     Insert,
@@ -47,6 +49,7 @@ from deltatx.errors import (
 )
 from deltatx.kernel.file_paths import table_root
 from deltatx.kernel.operations import OperationName
+from deltatx.kernel.table_configuration import with_generation_expressions
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.reexecution import Backoff
 from deltatx.spark.commands.common import (
@@ -240,6 +243,14 @@ def _delta_command(spark: SparkSession, statement: Statement) -> DataFrame:
                 return _empty(spark)
         dt.drop_columns(*names)
         return _empty(spark)
+    if isinstance(statement, AddConstraint):
+        dt = _table(spark, statement.table, "ALTER TABLE ... ADD CONSTRAINT")
+        dt.add_constraint(statement.name, statement.expression)
+        return _empty(spark)
+    if isinstance(statement, DropConstraint):
+        dt = _table(spark, statement.table, "ALTER TABLE ... DROP CONSTRAINT")
+        dt.drop_constraint(statement.name, if_exists=statement.if_exists)
+        return _empty(spark)
     if isinstance(statement, DropFeature):
         dt = _table(spark, statement.table, "ALTER TABLE ... DROP FEATURE")
         drop_feature(spark, dt.log, statement.feature)
@@ -372,9 +383,15 @@ def _table_changes(spark: SparkSession, node: exp.Expression) -> tuple[str, Data
 def _insert(spark: SparkSession, stmt: Insert) -> DataFrame:
     dt = _table(spark, stmt.table, "INSERT")
     data = query_frame(spark, stmt.query)
-    schema = to_spark_schema(dt.snapshot().schema)
+    snapshot = dt.snapshot()
+    schema = to_spark_schema(snapshot.schema)
     by_name = {f.name.lower(): f for f in schema.fields}
+    # Generated columns the statement does not name are computed by the write.
+    generated = {g.column for g in snapshot.table_configuration.generated_columns}
     targets = list(stmt.columns) if stmt.columns is not None else [f.name for f in schema.fields]
+    plain = [f.name for f in schema.fields if f.name not in generated]
+    if stmt.columns is None and generated and len(data.columns) == len(plain):
+        targets = plain
     if len(data.columns) != len(targets):
         raise SqlError(
             f"INSERT into {stmt.table}: the query gives {len(data.columns)} columns but "
@@ -386,7 +403,11 @@ def _insert(spark: SparkSession, stmt: Insert) -> DataFrame:
         if field is None:
             raise SqlError(f"INSERT into {stmt.table}: the table has no column '{target}'")
         given[field.name] = F.col(f"`{source}`").cast(field.dataType).alias(field.name)
-    columns = [given.get(f.name, F.lit(None).cast(f.dataType).alias(f.name)) for f in schema.fields]
+    columns = [
+        given.get(f.name, F.lit(None).cast(f.dataType).alias(f.name))
+        for f in schema.fields
+        if f.name in given or f.name not in generated
+    ]
     frame = data.select(*columns)
     overwrite = stmt.overwrite or stmt.replace_where is not None
     from deltatx.tables import write
@@ -480,7 +501,11 @@ def _create(spark: SparkSession, stmt: CreateTable, text: str) -> DataFrame:
         name=stmt.table.name,
         path=stmt.table.path,
         location=stmt.location,
-        schema=parse_schema_argument(stmt.columns) if stmt.columns is not None else None,
+        schema=(
+            with_generation_expressions(parse_schema_argument(stmt.columns), stmt.generated_columns)
+            if stmt.columns is not None
+            else None
+        ),
         partition_by=stmt.partition_by,
         properties=stmt.properties,
         comment=stmt.comment,

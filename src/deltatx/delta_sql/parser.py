@@ -16,9 +16,11 @@ from sqlglot.errors import ParseError, TokenError
 from deltatx.delta_sql.grammar import DIALECT, Cursor, Token, position, tokenize
 from deltatx.delta_sql.statements import (
     AddColumns,
+    AddConstraint,
     DescribeDetail,
     DescribeHistory,
     DropColumns,
+    DropConstraint,
     DropFeature,
     DropTable,
     Optimize,
@@ -216,6 +218,8 @@ def _alter(
     | AddColumns
     | RenameColumn
     | DropColumns
+    | AddConstraint
+    | DropConstraint
     | DropFeature
     | Unsupported
 ):
@@ -264,6 +268,20 @@ def _alter(
                 names.append(_top_level_column(cur, "DROP COLUMNS"))
         cur.finish("ALTER TABLE ... DROP COLUMNS")
         return DropColumns(table, tuple(names), if_exists)
+    if cur.accept("ADD", "CONSTRAINT"):
+        name, _ = cur.name_part("ALTER TABLE ... ADD CONSTRAINT")
+        cur.expect("CHECK", context="ALTER TABLE ... ADD CONSTRAINT")
+        items = cur.parenthesized("CHECK")
+        if len(items) != 1 or not items[0]:
+            raise cur.error("expected one boolean expression in CHECK (...)")
+        expression = cur.source(items[0])
+        cur.finish("ALTER TABLE ... ADD CONSTRAINT")
+        return AddConstraint(table, name, expression)
+    if cur.accept("DROP", "CONSTRAINT"):
+        if_exists = cur.accept("IF", "EXISTS")
+        name, _ = cur.name_part("ALTER TABLE ... DROP CONSTRAINT")
+        cur.finish("ALTER TABLE ... DROP CONSTRAINT")
+        return DropConstraint(table, name, if_exists)
     if cur.accept("DROP", "FEATURE"):
         tok = cur.next()
         if (

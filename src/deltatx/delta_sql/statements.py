@@ -67,6 +67,7 @@ class CreateTable:
     or_replace: bool = False
     if_not_exists: bool = False
     provider: str | None = "delta"
+    generated_columns: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +229,24 @@ class DropColumns:
 
 
 @dataclass(frozen=True, slots=True)
+class AddConstraint:
+    """``ALTER TABLE t ADD CONSTRAINT name CHECK (expr)``."""
+
+    table: TableRef
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropConstraint:
+    """``ALTER TABLE t DROP CONSTRAINT [IF EXISTS] name``."""
+
+    table: TableRef
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DropFeature:
     """``ALTER TABLE t DROP FEATURE f [TRUNCATE HISTORY]``."""
 
@@ -287,6 +306,8 @@ Statement = (
     | AddColumns
     | RenameColumn
     | DropColumns
+    | AddConstraint
+    | DropConstraint
     | DropFeature
     | DropTable
     | Query

@@ -170,12 +170,22 @@ def _create(body: str, tree: exp.Create, first: Token) -> Statement:
         return Passthrough(body)
     if others:
         raise _unsupported(body, others[0], first, "CREATE TABLE")
+    generated: dict[str, str] = {}
+    plain_defs = []
     for col in column_defs:
+        kept = []
         for constraint in col.args.get("constraints") or []:
             kind = constraint.args.get("kind")
+            if isinstance(kind, exp.ComputedColumnConstraint):
+                generated[col.name] = kind.this.sql(dialect="spark")
+                continue
             if not isinstance(kind, exp.NotNullColumnConstraint | exp.CommentColumnConstraint):
                 raise _unsupported(body, constraint, first, "CREATE TABLE")
-    columns = ", ".join(c.sql(dialect="spark") for c in column_defs) or None
+            kept.append(constraint)
+        plain = col.copy()
+        plain.set("constraints", kept)
+        plain_defs.append(plain)
+    columns = ", ".join(c.sql(dialect="spark") for c in plain_defs) or None
     query = (
         cast(exp.Expression, tree.expression) if isinstance(tree.expression, exp.Query) else None
     )
@@ -187,6 +197,7 @@ def _create(body: str, tree: exp.Create, first: Token) -> Statement:
         location=location,
         comment=comment,
         query=query,
+        generated_columns=generated,
         or_replace=bool(tree.args.get("replace")),
         if_not_exists=bool(tree.args.get("exists")),
         provider=provider,

@@ -29,11 +29,14 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "variantType-preview",
     }
 )
-# Features deltatx honours when writing; writer-only features that only constrain writers of
-# data we never produce (e.g. appendOnly is enforced, invariants we refuse) are listed explicitly.
+# Features deltatx honours when writing (appendOnly, invariants, checkConstraints and
+# generatedColumns are enforced on every row and commit it writes).
 SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
     {
         "appendOnly",
+        "checkConstraints",
+        "generatedColumns",
+        "invariants",
         "deletionVectors",
         "domainMetadata",
         "timestampNtz",
@@ -185,6 +188,9 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
     wanted = set(features)
     if not wanted - writer_features(base):
         return base
+    legacy = _legacy_writer_version(base, wanted)
+    if legacy is not None:
+        return ProtocolAction(min_reader_version=base.min_reader_version, min_writer_version=legacy)
     reader_writer = {
         "deletionVectors",
         "timestampNtz",
@@ -211,15 +217,29 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
     )
 
 
+def _legacy_writer_version(base: ProtocolAction, wanted: set[str]) -> int | None:
+    # A legacy table keeps a legacy protocol when a higher legacy writer version implies the
+    # features: older readers and writers then still recognise it.
+    if base.min_writer_version >= TABLE_FEATURES_WRITER_VERSION or base.min_reader_version > 1:
+        return None
+    for version in sorted(_LEGACY_WRITER_FEATURES):
+        if version >= base.min_writer_version and wanted <= _LEGACY_WRITER_FEATURES[version]:
+            return version
+    return None
+
+
 def protocol_for_configuration(
     configuration: dict[str, str] | Mapping[str, str], base: ProtocolAction
 ) -> ProtocolAction:
-    """The protocol that table properties need: (3, 7) with the features they turn on.
+    """The protocol that table properties need.
 
     ``delta.enableDeletionVectors`` needs ``deletionVectors``, ``delta.appendOnly`` needs
     ``appendOnly``, ``delta.checkpointPolicy = v2`` needs ``v2Checkpoint``,
-    ``delta.enableInCommitTimestamps`` needs ``inCommitTimestamp`` and
-    ``delta.enableChangeDataFeed`` needs ``changeDataFeed``.
+    ``delta.enableInCommitTimestamps`` needs ``inCommitTimestamp``,
+    ``delta.enableChangeDataFeed`` needs ``changeDataFeed`` and a ``delta.constraints.*``
+    property needs ``checkConstraints``. A legacy protocol is raised to the smallest legacy
+    writer version that implies the features when there is one (CHECK constraints: writer
+    version 3); otherwise the table moves to table features (3, 7) naming them.
     """
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
@@ -234,4 +254,6 @@ def protocol_for_configuration(
         features.append("changeDataFeed")
     if is_mapped(mode_of(configuration)):
         features.append(COLUMN_MAPPING)
+    if any(k.lower().startswith("delta.constraints.") for k in configuration):
+        features.append("checkConstraints")
     return protocol_with_features(base, features) if features else base

@@ -6,12 +6,14 @@ validates it, and reading one from a log is lenient where the protocol asks for 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-from deltatx.errors import InvalidPropertyError
+from deltatx.errors import InvalidPropertyError, UnsupportedPropertyError
 from deltatx.kernel.column_mapping import MODE_KEY, ColumnMappingMode, parse_mode
 from deltatx.kernel.isolation import (
     SETTABLE_LEVELS,
@@ -158,6 +160,138 @@ SPECS: dict[str, PropertySpec] = {
 }
 
 
+CONSTRAINT_PREFIX = "delta.constraints."
+
+
+class PropertyStatus(StrEnum):
+    """Whether deltatx implements a ``delta.*`` property."""
+
+    SUPPORTED = "supported"
+    NOT_IMPLEMENTED = "not implemented"
+
+
+@dataclass(frozen=True, slots=True)
+class KnownProperty:
+    """One ``delta.*`` key of the Delta ecosystem and what deltatx does with it.
+
+    Attributes:
+        key: The key, or its prefix (ending in ``.``) when ``prefix`` is set.
+        status: Whether deltatx implements it; setting one it does not is refused.
+        prefix: The entry covers every key that starts with ``key``.
+        inert: A value that switches the behaviour off; setting it is harmless, so it is
+            accepted even when the property is not implemented.
+    """
+
+    key: str
+    status: PropertyStatus
+    prefix: bool = False
+    inert: str | None = None
+
+    def matches(self, lowered: str) -> bool:
+        """Whether a lower-cased key is this property."""
+        own = self.key.lower()
+        return (
+            lowered.startswith(own) and len(lowered) > len(own) if self.prefix else lowered == own
+        )
+
+
+_S = PropertyStatus.SUPPORTED
+_N = PropertyStatus.NOT_IMPLEMENTED
+
+# Every delta.* property deltatx knows of, in one table: flip a row's status when a feature
+# lands. Keys absent from it are refused as misspellings; keys outside delta.* are the user's.
+KNOWN_PROPERTIES: tuple[KnownProperty, ...] = (
+    *(KnownProperty(spec.key, _S) for spec in SPECS.values() if spec.key.startswith("delta.")),
+    KnownProperty(CONSTRAINT_PREFIX, _S, prefix=True),
+    KnownProperty("delta.autoOptimize.autoCompact", _N, inert="false"),
+    KnownProperty("delta.autoOptimize.optimizeWrite", _N, inert="false"),
+    KnownProperty("delta.checkpoint.writeStatsAsJson", _N),
+    KnownProperty("delta.checkpoint.writeStatsAsStruct", _N),
+    # Kept by deltatx itself: column ids it assigns, and when in-commit timestamps began.
+    KnownProperty("delta.columnMapping.maxColumnId", _S),
+    KnownProperty("delta.compatibility.symlinkFormatManifest.enabled", _N, inert="false"),
+    KnownProperty("delta.coordinatedCommits.", _N, prefix=True),
+    KnownProperty("delta.dataSkippingNumIndexedCols", _N),
+    KnownProperty("delta.dataSkippingStatsColumns", _N),
+    KnownProperty("delta.enableChangeDataFeed", _S),
+    KnownProperty("delta.enableExpiredLogCleanup", _N),
+    KnownProperty("delta.enableFullRetentionRollback", _N),
+    KnownProperty("delta.enableIcebergCompatV1", _N, inert="false"),
+    KnownProperty("delta.enableIcebergCompatV2", _N, inert="false"),
+    KnownProperty("delta.enableRowTracking", _N, inert="false"),
+    KnownProperty("delta.enableTypeWidening", _N, inert="false"),
+    KnownProperty("delta.enableVariantShredding", _N, inert="false"),
+    KnownProperty("delta.feature.", _N, prefix=True),
+    KnownProperty("delta.inCommitTimestampEnablementTimestamp", _S),
+    KnownProperty("delta.inCommitTimestampEnablementVersion", _S),
+    KnownProperty("delta.minReaderVersion", _N),
+    KnownProperty("delta.minWriterVersion", _N),
+    KnownProperty("delta.parquet.compression.codec", _N),
+    KnownProperty("delta.randomizeFilePrefixes", _N, inert="false"),
+    KnownProperty("delta.randomPrefixLength", _N),
+    KnownProperty("delta.rowTracking.materializedRowCommitVersionColumnName", _N),
+    KnownProperty("delta.rowTracking.materializedRowIdColumnName", _N),
+    KnownProperty("delta.sampleRetentionDuration", _N),
+    KnownProperty("delta.setTransactionRetentionDuration", _N),
+    KnownProperty("delta.tuneFileSizesForRewrites", _N, inert="false"),
+    KnownProperty("delta.universalFormat.enabledFormats", _N),
+)
+
+
+def known_property(key: str) -> KnownProperty | None:
+    """The registry entry of a ``delta.*`` key (case-insensitive), or None when unknown."""
+    lowered = key.lower()
+    return next((p for p in KNOWN_PROPERTIES if p.matches(lowered)), None)
+
+
+def supported_properties() -> tuple[str, ...]:
+    """The ``delta.*`` properties deltatx implements (a prefix is shown as ``prefix<name>``)."""
+    return tuple(
+        f"{p.key}<name>" if p.prefix else p.key
+        for p in KNOWN_PROPERTIES
+        if p.status is PropertyStatus.SUPPORTED
+    )
+
+
+def check_property_supported(key: str, value: str) -> None:
+    """Refuses setting a ``delta.*`` property deltatx does not implement or does not know.
+
+    Keys outside ``delta.`` are user properties and always pass.
+
+    Raises:
+        UnsupportedPropertyError: The key is a Delta property deltatx does not implement, or
+            is not a Delta property at all (a misspelling); the message lists the supported
+            ones.
+    """
+    if not key.lower().startswith("delta."):
+        return
+    entry = known_property(key)
+    if entry is not None and entry.status is PropertyStatus.SUPPORTED:
+        return
+    if entry is not None and entry.inert is not None and value.strip().lower() == entry.inert:
+        return
+    supported = supported_properties()
+    listing = ", ".join(supported)
+    if entry is None:
+        near = difflib.get_close_matches(key, [p.key for p in KNOWN_PROPERTIES], n=1)
+        hint = f" (did you mean '{near[0]}'?)" if near else ""
+        raise UnsupportedPropertyError(
+            f"'{key}' is not a Delta table property{hint}. The delta.* properties deltatx "
+            f"supports are: {listing}. Nothing was changed.",
+            key=key,
+            supported=supported,
+        )
+    off = f" (only '{entry.inert}' is accepted)" if entry.inert is not None else ""
+    shown = key if entry.prefix else entry.key
+    raise UnsupportedPropertyError(
+        f"the table property '{shown}' is not implemented by deltatx{off}; setting it would be "
+        f"ignored, so it is refused. The delta.* properties deltatx supports are: {listing}. "
+        "Nothing was changed.",
+        key=key,
+        supported=supported,
+    )
+
+
 def validate_properties(props: Mapping[str, Any]) -> dict[str, str]:
     """Validates properties being set and returns them as the strings the log stores.
 
@@ -166,6 +300,7 @@ def validate_properties(props: Mapping[str, Any]) -> dict[str, str]:
 
     Raises:
         InvalidPropertyError: A value is not allowed; the message names the key and why.
+        UnsupportedPropertyError: A ``delta.*`` key deltatx does not implement or know.
     """
     out: dict[str, str] = {}
     for key, raw in props.items():
@@ -185,6 +320,20 @@ def validate_properties(props: Mapping[str, Any]) -> dict[str, str]:
             elif isinstance(parsed, bool):
                 value = "true" if parsed else "false"
             key = spec.key
+        elif key.lower().startswith("deltatx."):
+            raise InvalidPropertyError(
+                f"'{key}' is not a deltatx property; deltatx.* properties are: "
+                + ", ".join(k for k in SPECS if k.startswith("deltatx.")),
+                key=key,
+            )
+        else:
+            check_property_supported(key, value)
+            if key.lower().startswith(CONSTRAINT_PREFIX):
+                key = CONSTRAINT_PREFIX + key[len(CONSTRAINT_PREFIX) :]
+                if not value.strip():
+                    raise InvalidPropertyError(
+                        f"{key}: a CHECK constraint needs a boolean expression", key=key
+                    )
         out[key] = value
     return out
 

@@ -9,10 +9,11 @@ metadata or protocol change) and every layer asks it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 
-from deltatx.errors import UnsupportedFeatureError
+from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
 from deltatx.kernel.column_mapping import (
     MODE_KEY,
@@ -24,11 +25,12 @@ from deltatx.kernel.column_mapping import (
 )
 from deltatx.kernel.features import check_writable, reader_features, writer_features
 from deltatx.kernel.isolation import IsolationLevel
-from deltatx.kernel.properties import TableProperties
+from deltatx.kernel.properties import CONSTRAINT_PREFIX, TableProperties
 from deltatx.kernel.schema import ArrayType, DataType, MapType, StructType, parse_schema
 
-CONSTRAINT_PREFIX = "delta.constraints."
 INVARIANTS_KEY = "delta.invariants"
+GENERATION_EXPRESSION_KEY = "delta.generationExpression"
+IDENTITY_KEY_PREFIX = "delta.identity."
 COLUMN_MAPPING_MODE = MODE_KEY
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 IN_COMMIT_TIMESTAMPS = "delta.enableInCommitTimestamps"
@@ -43,6 +45,19 @@ class Invariant:
     Attributes:
         column: The dotted path of the column.
         expression: The SQL boolean every row must satisfy.
+    """
+
+    column: str
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class GeneratedColumn:
+    """A generated column (``delta.generationExpression`` in a top-level field's metadata).
+
+    Attributes:
+        column: The column's name.
+        expression: The SQL that computes it from the row's other columns.
     """
 
     column: str
@@ -74,6 +89,8 @@ class TableConfiguration:
         change_data_feed: ``delta.enableChangeDataFeed``.
         invariants: The column invariants the schema declares.
         check_constraints: The CHECK constraints the properties declare.
+        generated_columns: The generated columns the schema declares.
+        identity_columns: The names of the identity columns the schema declares.
     """
 
     protocol: ProtocolAction
@@ -87,6 +104,8 @@ class TableConfiguration:
     change_data_feed: bool
     invariants: tuple[Invariant, ...]
     check_constraints: tuple[CheckConstraint, ...]
+    generated_columns: tuple[GeneratedColumn, ...] = ()
+    identity_columns: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, protocol: ProtocolAction, metadata: Metadata) -> TableConfiguration:
@@ -115,6 +134,8 @@ class TableConfiguration:
             change_data_feed=conf.get(CHANGE_DATA_FEED, "false").strip().lower() == "true",
             invariants=tuple(_invariants(schema)),
             check_constraints=constraints,
+            generated_columns=generated_columns(schema),
+            identity_columns=identity_columns(schema),
         )
 
     @property
@@ -215,6 +236,107 @@ class TableConfiguration:
             "commands write. Nothing was committed.",
             feature=feature,
         )
+
+
+def generated_columns(schema: StructType) -> tuple[GeneratedColumn, ...]:
+    """The generated columns a schema declares, in column order."""
+    return tuple(
+        GeneratedColumn(f.name, str(f.metadata[GENERATION_EXPRESSION_KEY]))
+        for f in schema.fields
+        if f.metadata.get(GENERATION_EXPRESSION_KEY) is not None
+    )
+
+
+def identity_columns(schema: StructType) -> tuple[str, ...]:
+    """The identity columns a schema declares (``delta.identity.*`` field metadata)."""
+    return tuple(
+        f.name
+        for f in schema.fields
+        if any(str(k).startswith(IDENTITY_KEY_PREFIX) for k in f.metadata)
+    )
+
+
+def with_generation_expressions(schema: StructType, expressions: Mapping[str, str]) -> StructType:
+    """The schema with ``delta.generationExpression`` set on the named top-level columns.
+
+    Raises:
+        InvalidArgumentError: A name is not a column, or an expression is empty.
+    """
+    wanted = {k.lower(): (k, v) for k, v in expressions.items()}
+    fields = []
+    for f in schema.fields:
+        entry = wanted.pop(f.name.lower(), None)
+        if entry is None:
+            fields.append(f)
+            continue
+        if not entry[1].strip():
+            raise InvalidArgumentError(f"generated column '{f.name}' needs an expression")
+        fields.append(replace(f, metadata={**f.metadata, GENERATION_EXPRESSION_KEY: entry[1]}))
+    if wanted:
+        missing = ", ".join(name for name, _ in wanted.values())
+        raise InvalidArgumentError(f"generated column(s) {missing} are not in the schema")
+    return StructType(tuple(fields))
+
+
+_CONSTRAINT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def constraint_key(name: str) -> str:
+    """The table property that holds the CHECK constraint ``name`` (names are case-insensitive).
+
+    Raises:
+        InvalidArgumentError: The name is not an identifier.
+    """
+    if not isinstance(name, str) or not _CONSTRAINT_NAME.match(name):
+        raise InvalidArgumentError(
+            f"constraint name {name!r} must be an identifier (letters, digits and _, not "
+            "starting with a digit)"
+        )
+    return CONSTRAINT_PREFIX + name.lower()
+
+
+def with_check_constraint(
+    configuration: Mapping[str, str], name: str, expression: str
+) -> dict[str, str]:
+    """The configuration with a new CHECK constraint.
+
+    Raises:
+        InvalidArgumentError: The name is not an identifier, the expression is empty, or the
+            table already has a constraint of that name.
+    """
+    key = constraint_key(name)
+    if not expression.strip():
+        raise InvalidArgumentError(f"CHECK constraint '{name}' needs a boolean expression")
+    existing = next((k for k in configuration if k.lower() == key), None)
+    if existing is not None:
+        raise InvalidArgumentError(
+            f"the table already has a constraint named '{name}' "
+            f"({configuration[existing]}); drop it first"
+        )
+    return {**configuration, key: expression}
+
+
+def without_check_constraint(
+    configuration: Mapping[str, str], name: str, *, if_exists: bool
+) -> dict[str, str] | None:
+    """The configuration without the CHECK constraint ``name``; None when there is none.
+
+    Raises:
+        InvalidArgumentError: There is no such constraint and ``if_exists`` is False.
+    """
+    key = constraint_key(name)
+    existing = [k for k in configuration if k.lower() == key]
+    if not existing:
+        if if_exists:
+            return None
+        names = [
+            k[len(CONSTRAINT_PREFIX) :] for k in configuration if k.startswith(CONSTRAINT_PREFIX)
+        ]
+        raise InvalidArgumentError(
+            f"the table has no constraint named '{name}' (constraints: "
+            f"{', '.join(names) or 'none'}); use if_exists to ignore a missing one"
+        )
+    return {k: v for k, v in configuration.items() if k not in existing}
 
 
 def _invariants(schema: StructType) -> Iterator[Invariant]:

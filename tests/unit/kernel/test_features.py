@@ -136,3 +136,14 @@ def test_turning_on_the_change_data_feed_names_its_writer_feature() -> None:
     # Writer version 4 already implies the feature: nothing to change.
     assert protocol_for_configuration(on, ProtocolAction(1, 4)) == ProtocolAction(1, 4)
     assert protocol_for_configuration({"delta.enableChangeDataFeed": "false"}, legacy) == legacy
+
+
+def test_check_constraints_raise_a_legacy_table_to_writer_version_3() -> None:
+    conf = {"delta.constraints.pos": "v > 0"}
+    legacy = protocol_for_configuration(conf, ProtocolAction(1, 2))
+    assert (legacy.min_reader_version, legacy.min_writer_version) == (1, 3)
+    assert legacy.writer_features is None
+    features = ProtocolAction(3, 7, ("deletionVectors",), ("deletionVectors",))
+    upgraded = protocol_for_configuration(conf, features)
+    assert upgraded.writer_features == ("checkConstraints", "deletionVectors")
+    assert protocol_for_configuration(conf, ProtocolAction(1, 4)) == ProtocolAction(1, 4)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from deltatx.errors import InvalidTableError, UnsupportedFeatureError
+from deltatx.errors import InvalidArgumentError, InvalidTableError, UnsupportedFeatureError
 from deltatx.kernel.actions import Metadata, ProtocolAction
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.table_configuration import (
@@ -14,6 +14,8 @@ from deltatx.kernel.table_configuration import (
     ColumnMappingMode,
     Invariant,
     TableConfiguration,
+    with_check_constraint,
+    without_check_constraint,
 )
 
 LEGACY = ProtocolAction(1, 2)
@@ -146,3 +148,18 @@ def test_v2_checkpoints_follow_the_feature() -> None:
     v2 = ProtocolAction(3, 7, ("v2Checkpoint",), ("v2Checkpoint",))
     assert config(v2).v2_checkpoints
     assert not config(LEGACY, {"delta.checkpointPolicy": "v2"}).v2_checkpoints
+
+
+def test_constraints_are_added_and_dropped_by_lower_cased_name() -> None:
+    conf = with_check_constraint({"k": "v"}, "Pos", "v > 0")
+    assert conf == {"k": "v", "delta.constraints.pos": "v > 0"}
+    with pytest.raises(InvalidArgumentError, match="already has a constraint named 'POS'"):
+        with_check_constraint(conf, "POS", "v > 1")
+    with pytest.raises(InvalidArgumentError, match="identifier"):
+        with_check_constraint(conf, "1bad", "v > 1")
+    with pytest.raises(InvalidArgumentError, match="boolean expression"):
+        with_check_constraint(conf, "other", "  ")
+    assert without_check_constraint(conf, "POS", if_exists=False) == {"k": "v"}
+    assert without_check_constraint(conf, "missing", if_exists=True) is None
+    with pytest.raises(InvalidArgumentError, match=r"constraints: pos"):
+        without_check_constraint(conf, "missing", if_exists=False)

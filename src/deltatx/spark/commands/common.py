@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import DataType as SparkDataType
 from pyspark.sql.types import StructType as SparkStructType
 
@@ -28,11 +29,20 @@ from deltatx.kernel.expressions import (
     has_opaque,
     to_sql,
 )
-from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
+from deltatx.kernel.features import (
+    DEFAULT_PROTOCOL,
+    protocol_for_configuration,
+    protocol_with_features,
+)
 from deltatx.kernel.metrics import CommandMetrics
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.properties import TableProperties, validate_properties
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
+from deltatx.kernel.table_configuration import (
+    GeneratedColumn,
+    generated_columns,
+    identity_columns,
+)
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import parse_condition
 from deltatx.spark.scan import files_to_dataframe
@@ -127,7 +137,82 @@ def new_table_actions(
     # A table born with a reader-writer feature starts at (3, 7) naming only what it uses,
     # rather than carrying the legacy (1, 2) implied features into the lists.
     base = FEATURES_PROTOCOL if dv_on else DEFAULT_PROTOCOL
-    return metadata, protocol_for_configuration(config, base)
+    protocol = protocol_for_configuration(config, base)
+    if _check_generated_columns(schema):
+        protocol = protocol_with_features(protocol, ["generatedColumns"])
+    return metadata, protocol
+
+
+def _check_generated_columns(schema: StructType) -> bool:
+    """Whether a new table's schema declares generated columns; refuses identity columns.
+
+    Raises:
+        UnsupportedFeatureError: The schema declares an identity column.
+        InvalidConditionError: A generation expression does not resolve against the schema.
+    """
+    identities = identity_columns(schema)
+    if identities:
+        raise UnsupportedFeatureError(
+            f"column '{identities[0]}' is an identity column; deltatx does "
+            "not write identity columns yet (tables other engines create with them stay "
+            "readable). Nothing was created.",
+            feature="identityColumns",
+        )
+    generated = generated_columns(schema)
+    spark = SparkSession.getActiveSession()
+    if generated and spark is not None:
+        frame = empty_table_frame(spark, schema)
+        for g in generated:
+            try:
+                frame.select(F.expr(g.expression)).schema  # noqa: B018 (analysis only)
+            except Exception as exc:
+                raise InvalidConditionError(
+                    f"the expression of generated column '{g.column}' ({g.expression}) is not "
+                    f"valid: {_first_line(exc)}"
+                ) from None
+    return bool(generated)
+
+
+def fill_generated_columns(txn: OptimisticTransaction, df: DataFrame) -> DataFrame:
+    """Adds the generated columns the data lacks, computed from the row's other columns."""
+    if not txn.has_metadata:
+        return df
+    present = {c.lower() for c in df.columns}
+    for g in txn.configuration.generated_columns:
+        if g.column.lower() not in present:
+            df = df.withColumn(g.column, _generated_value(txn, g))
+    return df
+
+
+def _generated_value(txn: OptimisticTransaction, g: GeneratedColumn) -> Column:
+    field = txn.schema.get(g.column)
+    assert field is not None
+    return F.expr(g.expression).cast(to_spark_schema(StructType((field,))).fields[0].dataType)
+
+
+def _apply_generated_columns(
+    txn: OptimisticTransaction, df: DataFrame, *, recompute: bool
+) -> DataFrame:
+    """Computes (``recompute``) or verifies the generated columns of rows about to be written.
+
+    Raises:
+        ConstraintViolationError: A supplied value differs from its generation expression.
+    """
+    df = fill_generated_columns(txn, df)
+    for g in txn.configuration.generated_columns:
+        value = _generated_value(txn, g)
+        if recompute:
+            df = df.withColumn(g.column, value)
+            continue
+        bad = df.filter(~F.col(g.column).eqNullSafe(value)).limit(1).collect()
+        if bad:
+            raise ConstraintViolationError(
+                f"generated column '{g.column}' must equal {g.expression}, but the row "
+                f"{bad[0].asDict()} supplies another value; leave the column out to have it "
+                "computed. Nothing was written.",
+                constraint=f"generated column '{g.column}'",
+            )
+    return df
 
 
 def check_allowed(
@@ -149,19 +234,30 @@ def check_allowed(
     )
 
 
-def write_data(txn: OptimisticTransaction, df: DataFrame) -> list[AddFile]:
+def write_data(
+    txn: OptimisticTransaction, df: DataFrame, *, recompute_generated: bool = False
+) -> list[AddFile]:
     """Writes rows as data files of the table, once they satisfy the table's constraints.
 
-    Every command that writes rows goes through here, so the table's invariants and CHECK
-    constraints hold on everything deltatx writes; the transaction remembers which files were
-    checked, and the commit refuses any other added file on a table with constraints.
+    Every command that writes rows goes through here, so the table's generated columns,
+    invariants and CHECK constraints hold on everything deltatx writes; the transaction
+    remembers which files were checked, and the commit refuses any other added file on a table
+    with constraints.
+
+    Args:
+        txn: The transaction the files are for.
+        df: The rows.
+        recompute_generated: Compute every generated column afresh (UPDATE and MERGE, whose
+            rows may have changed the columns an expression reads) instead of verifying the
+            values the rows supply.
 
     Raises:
-        ConstraintViolationError: A row breaks a constraint; nothing was written.
+        ConstraintViolationError: A row breaks a constraint or supplies a generated value
+            that differs from its expression; nothing was written.
         UnsupportedFeatureError: Spark cannot evaluate a constraint's expression.
     """
-    from pyspark.sql import functions as F
-
+    if txn.has_metadata and txn.configuration.generated_columns:
+        df = _apply_generated_columns(txn, df, recompute=recompute_generated)
     checks = txn.configuration.constraint_checks
     for name, expression in checks:
         try:
@@ -214,8 +310,6 @@ def condition_to_predicate(
 
 def condition_column(condition: str | Column) -> Column:
     """A user condition as a Spark Column."""
-    from pyspark.sql import functions as F
-
     return condition if isinstance(condition, Column) else F.expr(condition)
 
 
@@ -315,8 +409,6 @@ def validate_assignments(
         InvalidArgumentError: A column does not exist.
         InvalidConditionError: An expression does not resolve against the table.
     """
-    from pyspark.sql import functions as F
-
     if not assignments:
         raise InvalidArgumentError("set needs at least one column assignment")
     spark_schema = to_spark_schema(txn.schema)
@@ -328,6 +420,11 @@ def validate_assignments(
             raise InvalidArgumentError(
                 f"cannot set column '{name}': the table has no such column "
                 f"(columns: {', '.join(txn.schema.field_names())})"
+            )
+        if any(g.column == field.name for g in txn.configuration.generated_columns):
+            raise InvalidArgumentError(
+                f"cannot set column '{field.name}': it is a generated column, computed from "
+                "the row's other columns on every write"
             )
         expr = value if isinstance(value, Column) else F.expr(value)
         typed = expr.cast(spark_schema[field.name].dataType)

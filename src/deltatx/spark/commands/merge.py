@@ -211,7 +211,7 @@ def stage_merge(
         result = result.filter(F.col(_ACTION) != _DROP).select(*out_columns)
         added = []
         if touched or any(per_action.get(i, 0) for i in inserts):
-            added = write_data(txn, result)
+            added = write_data(txn, result, recompute_generated=True)
         if touched and txn.configuration.change_data_feed:
             # An insert-only merge needs no change file: its adds are its changes.
             changes = merge_changes(

@@ -140,7 +140,7 @@ def stage_copy_on_write(
     added: list[AddFile] = []
     if rewritten:
         rows = without_address(read_addressed(spark, txn, [m.file for m in rewritten]))
-        added = write_data(txn, rewrite(rows))
+        added = write_data(txn, rewrite(rows), recompute_generated=True)
     removed = [m.file for m in counted]
     txn.remove_files(removed)
     txn.add_files(added)

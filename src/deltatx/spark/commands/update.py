@@ -127,7 +127,9 @@ def _stage_dv_update(
     added: list[AddFile] = []
     if matched:
         updated = _updated_columns(txn, F.lit(True), assignments)
-        added = write_data(txn, without_address(hit_rows).select(*updated))
+        added = write_data(
+            txn, without_address(hit_rows).select(*updated), recompute_generated=True
+        )
         if records_changes(txn):
             change_rows = update_changes(without_address(hit_rows), updated)
             stage_change_data(txn, change_rows, covering=[*candidates, *added])

@@ -26,11 +26,13 @@ from deltatx.spark.commands.common import (
     condition_to_predicate,
     covers_whole_files,
     file_metrics,
+    fill_generated_columns,
     new_table_actions,
     read_files,
     to_delta_schema,
     write_data,
 )
+from deltatx.spark.commands.constraints import check_new_constraint_properties
 from deltatx.spark.schema import check_write_schema
 
 
@@ -98,6 +100,7 @@ def stage_write(
         done = txn.app_transaction_version(app_id)
         if done is not None and done >= app_version:
             return False
+    df = fill_generated_columns(txn, df)
     data_schema = to_delta_schema(df.schema)
     props = validate_properties(properties or {})
     if not exists:
@@ -110,6 +113,7 @@ def stage_write(
         _check_partitioning(txn, partition_by)
         evolved = check_write_schema(txn.schema, data_schema, merge_schema=merge_schema)
         if evolved is not None or props:
+            check_new_constraint_properties(spark, txn, props)
             config = {**txn.metadata.configuration, **props}
             new_md = replace(
                 txn.metadata,

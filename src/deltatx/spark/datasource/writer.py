@@ -28,8 +28,15 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStructType
 
-from deltatx.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
-from deltatx.kernel.actions import AddFile
+from deltatx.errors import (
+    ConstraintViolationError,
+    InvalidArgumentError,
+    InvalidConditionError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    UnsupportedFeatureError,
+)
+from deltatx.kernel.actions import AddFile, Metadata
 from deltatx.kernel.column_mapping import (
     ColumnMappingMode,
     is_mapped,
@@ -37,11 +44,13 @@ from deltatx.kernel.column_mapping import (
     physical_columns,
     physical_schema,
 )
-from deltatx.kernel.expressions import Expression, to_sql
-from deltatx.kernel.features import protocol_for_configuration
+from deltatx.kernel.expressions import Expression, has_opaque, to_sql
+from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.kernel.properties import validate_properties
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructType, parse_schema
+from deltatx.kernel.table_configuration import TableConfiguration
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import (
@@ -94,6 +103,8 @@ class WritePlan:
         predicate: ``replace_where`` as a predicate, which every written row must satisfy.
         column_mapping: The table's column mapping mode; with one, files use the physical
             names (and field ids) ``schema_json`` declares.
+        constraints: The table's invariants and CHECK constraints as (name, SQL, predicate);
+            the tasks check every row against them.
     """
 
     table_path: str
@@ -103,6 +114,7 @@ class WritePlan:
     replace_where: str | None
     predicate: Expression | None
     column_mapping: str = ColumnMappingMode.NONE.value
+    constraints: tuple[tuple[str, str, Expression], ...] = ()
 
 
 class FilesWritten(WriterCommitMessage):
@@ -139,8 +151,10 @@ class DeltaWriter(DataSourceArrowWriter):
         error_if_exists: bool,
         data_schema_json: str,
         new_partition_columns: tuple[str, ...] | None,
+        properties: Mapping[str, str] | None = None,
     ) -> None:
         """Use :meth:`create`."""
+        self.properties = dict(properties or {})
         self.plan = plan
         self.overwrite = overwrite
         self.merge_schema = merge_schema
@@ -163,6 +177,10 @@ class DeltaWriter(DataSourceArrowWriter):
             InvalidArgumentError: Contradictory or malformed options.
             SchemaMismatchError: The data does not fit the table.
         """
+        # delta.* options are the table properties of a table this write creates.
+        requested = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
+        options = {k: v for k, v in options.items() if k not in requested}
+        properties = validate_properties(requested)
         opts = {k.lower(): v for k, v in options.items()}
         check_options(options, WRITE_OPTIONS, what="write")
         path = table_path(options)
@@ -201,7 +219,21 @@ class DeltaWriter(DataSourceArrowWriter):
         snapshot = log.snapshot() if log.table_exists() else None
         if snapshot is not None and opts.get(SAVE_MODE_OPTION.lower()) == "error":
             raise TableAlreadyExistsError(f"a Delta table already exists at {path}")
+        generated = () if snapshot is None else snapshot.table_configuration.generated_columns
+        if generated:
+            raise UnsupportedFeatureError(
+                f"the table has the generated column '{generated[0].column}', which the "
+                "format('delta') writer does not compute; write with deltatx.write instead. "
+                "Nothing was written.",
+                feature="generatedColumns",
+            )
         replaces_table = snapshot is None or overwrite_schema
+        if properties and snapshot is not None:
+            raise InvalidArgumentError(
+                f"table property options ({', '.join(sorted(properties))}) apply only when the "
+                "write creates the table; on an existing table use DeltaTable.set_properties "
+                "or ALTER TABLE ... SET TBLPROPERTIES. Nothing was written."
+            )
         if replaces_table:
             target = data_schema
             parts = tuple(resolve_partition_columns(target, partition_by or ()))
@@ -245,6 +277,15 @@ class DeltaWriter(DataSourceArrowWriter):
             replace_where=replace_where,
             predicate=predicate,
             column_mapping=str(mode),
+            constraints=_constraint_predicates(
+                snapshot.table_configuration
+                if snapshot is not None
+                else TableConfiguration.of(
+                    DEFAULT_PROTOCOL,
+                    Metadata(id="", schema_string=target.to_json(), configuration=properties),
+                ),
+                target,
+            ),
         )
         return cls(
             plan=plan,
@@ -257,6 +298,7 @@ class DeltaWriter(DataSourceArrowWriter):
             error_if_exists=opts.get(SAVE_MODE_OPTION.lower()) == "error",
             data_schema_json=data_schema.to_json(),
             new_partition_columns=parts if replaces_table else None,
+            properties=properties,
         )
 
     # -- in the tasks -----------------------------------------------------------------------
@@ -331,7 +373,7 @@ class DeltaWriter(DataSourceArrowWriter):
         exists = txn.has_metadata
         if self.new_partition_columns is not None and (not exists or self.overwrite_schema):
             metadata, protocol = new_table_actions(
-                schema, partition_by=list(self.new_partition_columns), properties=None
+                schema, partition_by=list(self.new_partition_columns), properties=self.properties
             )
             if exists:
                 config = dict(txn.metadata.configuration)
@@ -354,6 +396,9 @@ class DeltaWriter(DataSourceArrowWriter):
             txn.remove_files(old)
             removed = len(old)
         txn.add_files([*rewritten, *added])
+        if plan.constraints:
+            # The tasks checked every new row; kept rows were in the table, so they held.
+            txn.record_constraints_checked([*rewritten, *added])
         if self.app_id is not None and app_version is not None:
             txn.set_app_transaction(self.app_id, app_version)
         rows, size = file_metrics(added)
@@ -376,6 +421,35 @@ class DeltaWriter(DataSourceArrowWriter):
         )
         txn.commit(user_metadata=self.user_metadata)
         return True
+
+
+def _constraint_predicates(
+    configuration: TableConfiguration, schema: StructType
+) -> tuple[tuple[str, str, Expression], ...]:
+    """The table's constraints as predicates the tasks evaluate without Spark.
+
+    Raises:
+        UnsupportedFeatureError: A constraint uses SQL the tasks cannot evaluate row by row.
+    """
+    out: list[tuple[str, str, Expression]] = []
+    for name, sql in configuration.constraint_checks:
+        feature = "invariants" if name.startswith("invariant") else "checkConstraints"
+        try:
+            predicate = condition_to_predicate(sql, schema=schema)
+        except InvalidConditionError as exc:
+            raise UnsupportedFeatureError(
+                f"the table's {name} ({sql}) cannot be checked by the format('delta') writer "
+                f"({exc}); write with deltatx.write instead. Nothing was written.",
+                feature=feature,
+            ) from None
+        if predicate is None or has_opaque(predicate):
+            raise UnsupportedFeatureError(
+                f"the table's {name} ({sql}) uses SQL the format('delta') writer cannot "
+                "evaluate row by row; write with deltatx.write instead. Nothing was written.",
+                feature=feature,
+            )
+        out.append((name, sql, predicate))
+    return tuple(out)
 
 
 def added_files(messages: Sequence[WriterCommitMessage | None]) -> list[AddFile]:
@@ -445,9 +519,21 @@ class _TaskFiles:
                     f"'{self.plan.replace_where}'; nothing was written"
                 )
 
+    def _check_constraints(self, table: pa.Table) -> None:
+        if not self.plan.constraints:
+            return
+        for row in table.to_pylist():
+            for name, sql, predicate in self.plan.constraints:
+                if row_truth(predicate, row, self.schema) is not True:
+                    raise ConstraintViolationError(
+                        f"the {name} ({sql}) is violated by the row {row}; nothing was written.",
+                        constraint=name,
+                    )
+
     def add(self, batch: pa.RecordBatch) -> None:
         table = self._conform(batch)
         self._check_replace_where(table)
+        self._check_constraints(table)
         parts = list(self.plan.partition_columns)
         if not parts:
             self._write((), table)
