@@ -48,9 +48,6 @@ CHANGE_FEED_COLUMNS = (CHANGE_TYPE_COLUMN, COMMIT_VERSION_COLUMN, COMMIT_TIMESTA
 CHANGE_DATA_DIR = "_change_data"
 """The directory under the table root that holds change data files."""
 
-_IN_COMMIT_TIMESTAMP = "inCommitTimestamp"
-
-
 class ChangeType(StrEnum):
     """What a change feed row says happened to a row of the table."""
 
@@ -154,10 +151,7 @@ def commit_timestamp(actions: Iterable[Action]) -> int | None:
     """
     for a in actions:
         if isinstance(a, CommitInfo):
-            value = a.extra.get(_IN_COMMIT_TIMESTAMP)
-            if isinstance(value, int):
-                return value
-            return a.timestamp
+            return a.commit_timestamp
     return None
 
 

@@ -135,7 +135,7 @@ def test_changes_between_lists_versions_in_order_with_commit_times(
 
 
 def test_in_commit_timestamps_win_over_file_times(store: MemoryLogStore, log: DeltaLog) -> None:
-    stamped = CommitInfo(timestamp=5, operation="WRITE", extra={"inCommitTimestamp": 12_345})
+    stamped = CommitInfo(timestamp=5, operation="WRITE", in_commit_timestamp=12_345)
     build(store, [info(1), PROTOCOL, CDF_ON], [stamped, add("a.parquet")])
     assert [f.timestamp for f in changes_between(log, 1, 1)] == [12_345]
 
