@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from deltatx.errors import UnsupportedFeatureError
@@ -178,6 +179,24 @@ def _feature_in_use(feature: str, metadata: Metadata | None) -> bool:
     return True
 
 
+_NOT_NULL_FIELD = re.compile(r'"nullable"\s*:\s*false')
+
+
+def schema_features(schema_string: str) -> list[str]:
+    """The writer features a table's schema puts in use.
+
+    A NOT NULL column or a ``delta.invariants`` field is an invariant: a table-features
+    protocol must name ``invariants`` for it, or other engines refuse the table as one whose
+    protocol and metadata disagree. Generated columns need ``generatedColumns``.
+    """
+    out: list[str] = []
+    if _NOT_NULL_FIELD.search(schema_string) or "delta.invariants" in schema_string:
+        out.append("invariants")
+    if "delta.generationExpression" in schema_string:
+        out.append("generatedColumns")
+    return out
+
+
 def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> ProtocolAction:
     """The smallest protocol at least as strong as ``base`` that names ``features``.
 
@@ -188,9 +207,6 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
     wanted = set(features)
     if not wanted - writer_features(base):
         return base
-    legacy = _legacy_writer_version(base, wanted)
-    if legacy is not None:
-        return ProtocolAction(min_reader_version=base.min_reader_version, min_writer_version=legacy)
     reader_writer = {
         "deletionVectors",
         "timestampNtz",
@@ -200,6 +216,11 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
         "typeWidening",
         "variantType",
     }
+    # Only writer-only features may stay on a legacy protocol: a legacy writer version says
+    # nothing to readers, so a feature readers must know moves the table to table features.
+    legacy = None if wanted & reader_writer else _legacy_writer_version(base, wanted)
+    if legacy is not None:
+        return ProtocolAction(min_reader_version=base.min_reader_version, min_writer_version=legacy)
     writers = set(writer_features(base)) | wanted
     readers = set(reader_features(base)) | (wanted & reader_writer)
     if readers:

@@ -48,6 +48,7 @@ CHANGE_FEED_COLUMNS = (CHANGE_TYPE_COLUMN, COMMIT_VERSION_COLUMN, COMMIT_TIMESTA
 CHANGE_DATA_DIR = "_change_data"
 """The directory under the table root that holds change data files."""
 
+
 class ChangeType(StrEnum):
     """What a change feed row says happened to a row of the table."""
 

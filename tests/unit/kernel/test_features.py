@@ -11,7 +11,9 @@ from deltatx.kernel.features import (
     check_readable,
     check_writable,
     protocol_for_configuration,
+    protocol_with_features,
     reader_features,
+    schema_features,
     writer_features,
 )
 
@@ -147,3 +149,39 @@ def test_check_constraints_raise_a_legacy_table_to_writer_version_3() -> None:
     upgraded = protocol_for_configuration(conf, features)
     assert upgraded.writer_features == ("checkConstraints", "deletionVectors")
     assert protocol_for_configuration(conf, ProtocolAction(1, 4)) == ProtocolAction(1, 4)
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        (
+            '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,"metadata":{}}]}',
+            [],
+        ),
+        (
+            '{"type":"struct","fields":[{"name":"a","type":"long","nullable":false,"metadata":{}}]}',
+            ["invariants"],
+        ),
+        (
+            '{"type":"struct","fields":[{"name":"a","type":"long","nullable":true,'
+            '"metadata":{"delta.generationExpression":"b * 2"}}]}',
+            ["generatedColumns"],
+        ),
+    ],
+)
+def test_a_schema_names_the_writer_features_it_puts_in_use(
+    schema: str, expected: list[str]
+) -> None:
+    assert schema_features(schema) == expected
+
+
+def test_a_not_null_column_on_a_table_features_protocol_names_invariants() -> None:
+    # Other engines refuse a (3, 7) table whose schema has a NOT NULL column but whose
+    # protocol does not list invariants.
+    dv = ProtocolAction(
+        3, 7, reader_features=("deletionVectors",), writer_features=("deletionVectors",)
+    )
+    schema = (
+        '{"type":"struct","fields":[{"name":"a","type":"long","nullable":false,"metadata":{}}]}'
+    )
+    assert "invariants" in writer_features(protocol_with_features(dv, schema_features(schema)))

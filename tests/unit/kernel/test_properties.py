@@ -80,7 +80,7 @@ def test_a_log_is_read_leniently_with_defaults() -> None:
         ("delta.dataSkippingNumIndexedCols", "5"),
         ("delta.feature.identityColumns", "supported"),
         ("delta.minWriterVersion", "7"),
-        ("delta.columnMapping.mode", "name"),
+        ("delta.enableRowTracking", "true"),
     ],
 )
 def test_an_unimplemented_delta_property_is_refused_listing_the_supported_ones(

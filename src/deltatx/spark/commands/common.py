@@ -33,6 +33,7 @@ from deltatx.kernel.features import (
     DEFAULT_PROTOCOL,
     protocol_for_configuration,
     protocol_with_features,
+    schema_features,
 )
 from deltatx.kernel.metrics import CommandMetrics
 from deltatx.kernel.operations import Operation, OperationName
@@ -137,9 +138,10 @@ def new_table_actions(
     # A table born with a reader-writer feature starts at (3, 7) naming only what it uses,
     # rather than carrying the legacy (1, 2) implied features into the lists.
     base = FEATURES_PROTOCOL if dv_on else DEFAULT_PROTOCOL
-    protocol = protocol_for_configuration(config, base)
-    if _check_generated_columns(schema):
-        protocol = protocol_with_features(protocol, ["generatedColumns"])
+    _check_generated_columns(schema)
+    protocol = protocol_with_features(
+        protocol_for_configuration(config, base), schema_features(metadata.schema_string)
+    )
     return metadata, protocol
 
 
