@@ -18,7 +18,6 @@ from deltatx import DeltaTable
 from deltatx.errors import (
     ConcurrentModificationException,
     TableAlreadyExistsError,
-    UnsupportedFeatureError,
 )
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.datasource import DeltatxDataSource, jvm_delta_loaded
@@ -265,11 +264,6 @@ def test_unknown_options_are_refused(spark: SparkSession, table_dir: Path) -> No
     spark.range(1).write.format("delta").save(path)
     with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*readChangeFeed"):
         spark.read.format("delta").option("readChangeFeed", "true").load(path).collect()
-
-
-def test_save_as_table_is_refused(spark: SparkSession) -> None:
-    with pytest.raises(UnsupportedFeatureError, match=r"deltatx\.sql"):
-        spark.range(1).write.format("delta").saveAsTable("t_datasource")
 
 
 # -- transactions --------------------------------------------------------------------------------
