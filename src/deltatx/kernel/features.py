@@ -21,6 +21,9 @@ SUPPORTED_WRITER_FEATURES: frozenset[str] = frozenset(
         "domainMetadata",
         "timestampNtz",
         "changeDataFeed",
+        # Enforced: the Spark commands check every row they write, and a commit refuses any
+        # added file whose rows were not checked (kernel.commit_rules).
+        "checkConstraints",
     }
 )
 
@@ -176,10 +179,17 @@ def protocol_with_features(base: ProtocolAction, features: Iterable[str]) -> Pro
 def protocol_for_configuration(
     configuration: dict[str, str] | Mapping[str, str], base: ProtocolAction
 ) -> ProtocolAction:
-    """The protocol that table properties need: (3, 7) with ``deletionVectors`` when DVs are on."""
+    """The protocol that table properties need.
+
+    ``deletionVectors`` when DVs are on (reader version 3), ``appendOnly`` and
+    ``checkConstraints`` (writer version 7) when the properties use them.
+    """
     features: list[str] = []
     if configuration.get("delta.enableDeletionVectors", "false").lower() == "true":
         features.append("deletionVectors")
     if configuration.get("delta.appendOnly", "false").lower() == "true":
         features.append("appendOnly")
+    if any(key.startswith("delta.constraints.") for key in configuration):
+        # A reader must find the feature in the protocol, or it refuses the table.
+        features.append("checkConstraints")
     return protocol_with_features(base, features) if features else base
