@@ -131,7 +131,7 @@ REFUSED: dict[str, tuple[str, str]] = {
 # Features deltatx reads; the value says whether it may also write (or must refuse, naming it).
 READ_FEATURES: dict[str, tuple[str, str | None]] = {
     "change-data-feed": (_create({"delta.enableChangeDataFeed": "true"}), None),
-    "check-constraint": (_create(NO_DV), "checkConstraints"),
+    "check-constraint": (_create(NO_DV), None),
     "generated-column": (
         _create(NO_DV, columns=f"{COLUMNS}, w DOUBLE GENERATED ALWAYS AS (v * 2)"),
         "generatedColumns",
