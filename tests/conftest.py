@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession for every suite that needs Spark (imported lazily)."""
-    from deltatx.spark.session import spark_session
+    from deltatx.session import spark_session
 
     session = spark_session()
     yield session

@@ -46,8 +46,7 @@ from deltatx.version import __version__
 if TYPE_CHECKING:
     from deltatx.delta_sql import sql
     from deltatx.reexecution import Backoff
-    from deltatx.spark.datasource import configure
-    from deltatx.spark.session import spark_session
+    from deltatx.session import configure, spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
 
@@ -56,8 +55,8 @@ _LAZY = {
     "DeltaTable": "deltatx.tables",
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
-    "spark_session": "deltatx.spark.session",
-    "configure": "deltatx.spark.datasource",
+    "spark_session": "deltatx.session",
+    "configure": "deltatx.session",
     "sql": "deltatx.delta_sql",
 }
 

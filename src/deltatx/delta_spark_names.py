@@ -28,12 +28,12 @@ from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.table_configuration import GENERATION_EXPRESSION_KEY
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.session import spark_session
 from deltatx.spark.commands.common import (
     parse_schema_argument,
     to_delta_schema,
     to_spark_schema,
 )
-from deltatx.spark.session import spark_session
 from deltatx.table_creation import CreateMode, TableSpec, define_table
 from deltatx.table_features import drop_feature
 

@@ -3,17 +3,19 @@
 CREATE TABLE in SQL and delta-spark's ``DeltaTable.create(...)`` builders come here. A name
 resolves as in :mod:`deltatx.catalog`; a new named table without a location is managed and
 lives under the warehouse directory; with a location it is external.
+``df.write.format("delta").saveAsTable(name)`` comes here too (:func:`save_as_table`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from deltatx.catalog import Catalog, identifier, spark_catalog_location
+from deltatx.catalog import Catalog, TableIdentifier, identifier, spark_catalog_location
 from deltatx.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
 from deltatx.kernel.features import protocol_with_features, reader_features, writer_features
 from deltatx.kernel.file_paths import table_root
@@ -178,4 +180,77 @@ def _commit_definition(
     txn.commit()
 
 
-__all__ = ["CreateMode", "TableSpec", "define_table"]
+_REFUSING_MODES = frozenset({"error", "errorifexists", "default"})
+
+
+def save_as_table(
+    df: DataFrame,
+    name: str,
+    *,
+    source: str,
+    mode: str,
+    partition_by: Sequence[str] | None,
+    options: Mapping[str, Any],
+) -> None:
+    """``df.write.format(source).saveAsTable(name)``: a write by path, to the path of a name.
+
+    An existing table (by Spark's catalog, then deltatx's) takes the write with Spark's save
+    ``mode``. A new name becomes a managed table under the warehouse directory, or an external
+    one at the ``path`` option, and is recorded in deltatx's catalog once its first commit
+    has landed, so a failed write leaves no name behind.
+
+    Raises:
+        TableAlreadyExistsError: The name exists and ``mode`` is ``error``, or names a table
+            of Spark's that is not a Delta table, or a new managed table's directory already
+            holds a Delta table.
+        InvalidArgumentError: The ``path`` option contradicts the named table's location.
+    """
+    spark = df.sparkSession
+    ident = identifier(spark, name)
+    rest = {k: v for k, v in options.items() if k.lower() != "path"}
+    location = next((str(v) for k, v in options.items() if k.lower() == "path"), None)
+    known, spark_location = spark_catalog_location(spark, name)
+    if known and spark_location is None:
+        raise TableAlreadyExistsError(
+            f"table {ident} already exists in Spark's catalog and is not a Delta table"
+        )
+    catalog = Catalog.for_session(spark)
+    entry = None if known else catalog.lookup(ident)
+    existing = spark_location if known else (entry.location if entry else None)
+    writer = df.write.format(source)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    for key, value in rest.items():
+        writer = writer.option(key, value)
+    if existing is not None:
+        if location is not None and table_root(location) != table_root(existing):
+            raise InvalidArgumentError(
+                f"table {ident} already exists at {existing}, not at {location}"
+            )
+        if mode in _REFUSING_MODES:
+            raise TableAlreadyExistsError(f"table {ident} already exists")
+        if mode != "ignore":
+            writer.mode(mode).save(existing)
+        return
+    target = table_root(location) if location is not None else catalog.managed_location(ident)
+    if location is None and DeltaLog.for_table(target).table_exists():
+        raise TableAlreadyExistsError(
+            f"cannot create table {ident}: its managed location {target} already holds a "
+            "Delta table that no name refers to"
+        )
+    writer.mode(mode).save(target)
+    _register(catalog, ident, target, managed=location is None)
+
+
+def _register(catalog: Catalog, ident: TableIdentifier, location: str, *, managed: bool) -> None:
+    try:
+        catalog.register(ident, location, managed=managed)
+    except TableAlreadyExistsError:
+        # Another session named the same new table at the same moment; both writes went to
+        # one table, which is then the name's either way.
+        entry = catalog.lookup(ident)
+        if entry is None or table_root(entry.location) != table_root(location):
+            raise
+
+
+__all__ = ["CreateMode", "TableSpec", "define_table", "save_as_table"]

@@ -48,13 +48,13 @@ from deltatx.reexecution import (
     StatementKind,
     stabilise_source,
 )
+from deltatx.session import spark_session
 from deltatx.spark.commands.common import (
     new_table_actions,
     parse_schema_argument,
     read_files,
 )
 from deltatx.spark.datasource import SHORT_NAME, DeltatxDataSource
-from deltatx.spark.session import spark_session
 from deltatx.transaction import Timestamp, Transaction
 
 T = TypeVar("T")

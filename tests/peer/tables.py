@@ -55,3 +55,12 @@ def has_deletion_vectors(path: str) -> bool:
 def checkpoints(path: str) -> list[str]:
     """Names of the checkpoint files in the log folder."""
     return sorted(p.name for p in (Path(path) / "_delta_log").glob("*.checkpoint*"))
+
+
+def table_properties(path: str) -> dict[str, str]:
+    """The table properties of the newest metadata action in the log."""
+    found: dict[str, str] = {}
+    for _, action in log_actions(path):
+        if "metaData" in action:
+            found = dict(action["metaData"].get("configuration") or {})
+    return found

@@ -299,3 +299,34 @@ def test_deltatx_commits_first(
     else:
         _expect(outcome, case.conflict_if_ds_loses, "delta-spark", case)
     _assert_consistent(spark, delta_spark, path, case)
+
+
+# Delta Lake's isolation-level documentation, "Write conflicts without row-level concurrency":
+# "OPTIMIZE / UPDATE, DELETE, MERGE INTO and OPTIMIZE: cannot conflict on tables with deletion
+# vectors enabled, unless ZORDER BY is used". A deltatx DELETE that commits after a delta-spark
+# OPTIMIZE of the file it changed cannot move its deletion vector onto the compacted file:
+# delta-spark's OPTIMIZE records no row provenance (no row tracking here), and its output's row
+# order is Spark's. So the transaction itself reports the file-level conflict the documentation
+# names for it ("ConcurrentDeleteDeleteException: this exception occurs when a concurrent
+# operation deleted a file that your operation also deletes"), and the documented outcome (the
+# DELETE commits) is delivered by re-execution: the OPTIMIZE only rearranged rows, so running the
+# DELETE again after it removes exactly the rows it would have removed before it.
+@pytest.mark.parametrize("op", ["DELETE", "UPDATE", "MERGE"])
+def test_dml_losing_to_a_delta_spark_optimize_commits_when_re_executed(
+    spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, op: str
+) -> None:
+    case = Case(op, "OPTIMIZE", "WriteSerializable", True, OPTIMIZE_OTHER, False, False)
+    path = str(tmp_path / "t")
+    dt = _table(spark, path, case)
+    txn: Transaction = dt.begin(retries=1)
+    DX[op](spark, txn)
+    delta_spark.sql(SPARK["OPTIMIZE"].format(t=f"delta.`{path}`"))
+    assert delta_spark.version(path) == 2
+    _expect(_outcome(txn.commit), False, "deltatx (re-executed)", case)
+    assert dt.version() == 3
+    _assert_consistent(spark, delta_spark, path, case)
+    serial = str(tmp_path / "serial")  # the same statements one after the other
+    _table(spark, serial, case).optimize().execute_compaction()
+    with DeltaTable.for_path(spark, serial).begin() as again:
+        DX[op](spark, again)
+    assert ours(spark, path) == ours(spark, serial)

@@ -19,7 +19,15 @@ import deltatx
 from deltatx import DeltaTable
 
 from .engine import DeltaSpark
-from .tables import canonical, checkpoints, events, has_deletion_vectors, latest_version, ours
+from .tables import (
+    canonical,
+    checkpoints,
+    events,
+    has_deletion_vectors,
+    latest_version,
+    ours,
+    table_properties,
+)
 
 Step = Callable[[SparkSession, str], object]
 
@@ -83,6 +91,11 @@ def _overwrite_day(day: str, start: int) -> Step:
     )
 
 
+def _set_properties(properties: dict[str, str]) -> Step:
+    return lambda spark, path: DeltaTable.for_path(spark, path).set_properties(properties)
+
+
+POSITIVE = {"delta.constraints.positive": "id >= 0"}
 NO_DV = {"delta.enableDeletionVectors": "false"}
 DV = {"delta.enableDeletionVectors": "true"}
 
@@ -150,6 +163,20 @@ SCENARIOS: dict[str, Scenario] = {
         ],
         expect_dv=True,
         expect_checkpoint=True,
+    ),
+    # CHECK constraints: deltatx adds one (a property), writes under it, and delta-spark must
+    # both read every version and enforce the constraint on its own writes.
+    "check-constraint": Scenario(
+        DV,
+        [
+            _append(0, 10),
+            _set_properties(POSITIVE),
+            _append(10, 10),
+            _delete("id % 4 = 0"),
+            _update("id = 5", {"v": "-v"}),
+            _merge(15, 10),
+        ],
+        expect_dv=True,
     ),
     "optimize-zorder": Scenario(
         DV,
@@ -255,6 +282,12 @@ def test_delta_spark_reads_every_version(
     for version in range(latest + 1):
         theirs = canonical(delta_spark.rows(path, version))
         assert theirs == ours(spark, path, version), f"version {version}"
+    if POSITIVE.items() <= table_properties(path).items():
+        refused = delta_spark.try_exec(
+            "spark.sql(args['s'])", s=f"INSERT INTO delta.`{path}` VALUES (-1, '2024-01-01', 1.0)"
+        )
+        assert not refused["ok"] and "positive" in str(refused.get("message")), refused
+        assert latest_version(path) == latest, "delta-spark enforces deltatx's constraint"
     if scenario.partition_by:
         detail = delta_spark.exec(
             "result = DeltaTable.forPath(spark, args['p']).detail().collect()[0].asDict()", p=path

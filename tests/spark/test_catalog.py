@@ -16,6 +16,7 @@ import deltatx.catalog
 from deltatx import DeltaTable
 from deltatx.catalog import Catalog, TableIdentifier
 from deltatx.errors import TableAlreadyExistsError, TableNotFoundError
+from deltatx.log.delta_log import DeltaLog
 
 
 @pytest.fixture
@@ -115,6 +116,7 @@ def test_for_name_of_a_missing_table(spark: SparkSession, warehouse: Path) -> No
 def test_a_name_survives_into_a_new_session(spark: SparkSession, warehouse: Path) -> None:
     sql(spark, "CREATE TABLE survivor_db.survivor (id BIGINT) USING DELTA")
     sql(spark, "INSERT INTO survivor_db.survivor VALUES (1), (2), (3)")
+    spark.range(5).write.format("delta").saveAsTable("survivor_db.saved")
     script = textwrap.dedent(
         f"""
         import deltatx
@@ -128,6 +130,9 @@ def test_a_name_survives_into_a_new_session(spark: SparkSession, warehouse: Path
         )
         print("forName", DeltaTable.forName(spark, "survivor_db.survivor").toDF().count())
         print("sql", deltatx.sql("SELECT count(*) FROM survivor_db.survivor").collect()[0][0])
+        deltatx.configure(spark)
+        spark.range(2).write.format("delta").mode("append").saveAsTable("survivor_db.saved")
+        print("saved", DeltaTable.for_name(spark, "survivor_db.saved").to_df().count())
         spark.stop()
         """
     )
@@ -137,3 +142,69 @@ def test_a_name_survives_into_a_new_session(spark: SparkSession, warehouse: Path
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "forName 3" in out.stdout and "sql 3" in out.stdout
+    assert "saved 7" in out.stdout, "saveAsTable's name resolves in the new session"
+
+
+# -- df.write.format("delta").saveAsTable(name) ------------------------------------------------
+
+
+def _ids(spark: SparkSession, name: str) -> list[int]:
+    return sorted(r.id for r in DeltaTable.for_name(spark, name).to_df().collect())
+
+
+def test_save_as_table_in_every_mode(spark: SparkSession, warehouse: Path) -> None:
+    frame = spark.createDataFrame([(1, "a"), (2, "b")], "id BIGINT, day STRING")
+    writer = frame.write.format("delta").partitionBy("day").option("userMetadata", "first")
+    writer.saveAsTable("saved_events")
+    root = warehouse / "saved_events"
+    assert (root / "day=a").is_dir(), "a new name is a managed table under the warehouse"
+    log = DeltaLog.for_table(str(root))
+    assert tuple(log.snapshot().partition_columns) == ("day",)
+    commit = log.history(1)[0].commit_info
+    assert commit is not None and commit.user_metadata == "first"
+    more = spark.createDataFrame([(3, "c")], "id BIGINT, day STRING")
+    more.write.format("delta").mode("append").saveAsTable("saved_events")
+    assert _ids(spark, "saved_events") == [1, 2, 3]
+    assert log.history(1)[0].commit_info.is_blind_append  # type: ignore[union-attr]
+    with pytest.raises(TableAlreadyExistsError, match="saved_events"):
+        more.write.format("delta").saveAsTable("saved_events")
+    more.write.format("delta").mode("ignore").saveAsTable("saved_events")
+    assert log.latest_version() == 1, "error and ignore on an existing name write nothing"
+    more.write.format("deltatx").mode("overwrite").saveAsTable("SAVED_EVENTS")
+    assert _ids(spark, "saved_events") == [3]
+    assert [r.id for r in sql(spark, "SELECT id FROM saved_events").collect()] == [3]
+    entry = Catalog(str(warehouse)).lookup(TableIdentifier("default", "saved_events"))
+    assert entry is not None and entry.managed
+
+
+def test_save_as_table_at_a_path_is_external(
+    spark: SparkSession, warehouse: Path, tmp_path: Path
+) -> None:
+    location = tmp_path / "elsewhere"
+    spark.range(3).write.format("delta").option("path", str(location)).saveAsTable("saved_ext")
+    assert DeltaLog.for_table(str(location)).table_exists()
+    assert not (warehouse / "saved_ext").exists()
+    entry = Catalog(str(warehouse)).lookup(TableIdentifier("default", "saved_ext"))
+    assert entry is not None and not entry.managed
+    assert _ids(spark, "saved_ext") == [0, 1, 2]
+    sql(spark, "DROP TABLE saved_ext")
+    assert DeltaLog.for_table(str(location)).table_exists(), "dropping an external name"
+
+
+def test_a_failed_save_as_table_leaves_no_name(spark: SparkSession, warehouse: Path) -> None:
+    writer = spark.range(3).write.format("delta").option("compression", "zstd")
+    with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*compression"):
+        writer.saveAsTable("saved_failed")
+    assert Catalog(str(warehouse)).lookup(TableIdentifier("default", "saved_failed")) is None
+    assert not DeltaLog.for_table(str(warehouse / "saved_failed")).table_exists()
+    with pytest.raises(TableNotFoundError):
+        DeltaTable.for_name(spark, "saved_failed")
+
+
+def test_save_as_table_refuses_a_managed_location_taken_by_another_table(
+    spark: SparkSession, warehouse: Path
+) -> None:
+    deltatx.write(spark.range(1), str(warehouse / "saved_orphan"))
+    with pytest.raises(TableAlreadyExistsError, match="no name refers to"):
+        spark.range(3).write.format("delta").mode("append").saveAsTable("saved_orphan")
+    assert DeltaLog.for_table(str(warehouse / "saved_orphan")).latest_version() == 0

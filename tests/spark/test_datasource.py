@@ -18,9 +18,9 @@ from deltatx import DeltaTable
 from deltatx.errors import (
     ConcurrentModificationException,
     TableAlreadyExistsError,
-    UnsupportedFeatureError,
 )
 from deltatx.log.delta_log import DeltaLog
+from deltatx.spark import dv_filter
 from deltatx.spark.datasource import DeltatxDataSource, jvm_delta_loaded
 from deltatx.spark.datasource.reader import DeltaReader, FilesPartition
 from deltatx.spark.datasource.writer import DeltaWriter
@@ -129,12 +129,8 @@ def _partition_bytes(path: Path) -> int:
 
 
 def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> None:
-    from pyspark import cloudpickle
-
-    from deltatx.spark.dv_filter import live_rows_filter
-
     sizes = {}
-    closures = {}
+    plans = {}
     for deleted in (10, 50_000):
         path = tmp_path / f"t{deleted}"
         deltatx.write(spark.range(0, 100_000, numPartitions=1), str(path))
@@ -143,14 +139,48 @@ def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> 
         files = [f for p in reader.partitions() for f in p.files]  # type: ignore[attr-defined]
         assert [f.deletion_vector.cardinality for f in files] == [deleted]
         sizes[deleted] = _partition_bytes(path)
-        log = DeltaLog.for_table(str(path))
-        row_filter = live_rows_filter(log, log.snapshot().add_files())
-        closures[deleted] = len(cloudpickle.dumps(row_filter))
+        frame = DeltaTable.for_path(spark, str(path)).to_df()
+        plans[deleted] = frame._jdf.queryExecution().executedPlan().toString()
         # A deleted row reads as gone through both paths.
         assert spark.read.format("delta").load(str(path)).count() == 100_000 - deleted
+        assert frame.count() == 100_000 - deleted
+        assert frame.filter(f"id = {deleted - 1}").count() == 0
+        assert frame.filter(f"id = {deleted}").count() == 1
     # 50,000 deleted ids would take at least 50 kB; only the descriptor's numbers differ.
     assert abs(sizes[50_000] - sizes[10]) < 32
-    assert abs(closures[50_000] - closures[10]) < 32
+    # dt.to_df(): the deleted positions are broadcast once, and no Python sees the rows.
+    for plan in plans.values():
+        assert "BroadcastExchange" in plan and "Python" not in plan, plan
+    assert abs(len(plans[50_000]) - len(plans[10])) < 64
+
+
+def test_to_df_drops_deleted_rows_by_the_python_filter_past_the_broadcast_limit(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(table_dir)
+    deltatx.write(spark.range(0, 1000, numPartitions=2), path)
+    DeltaTable.for_path(spark, path).delete("id % 3 = 0")
+    monkeypatch.setattr(dv_filter, "BROADCAST_LIMIT", 10)
+    frame = DeltaTable.for_path(spark, path).to_df()
+    assert "Python" in frame._jdf.queryExecution().executedPlan().toString()
+    assert _rows(frame) == [(i,) for i in range(1000) if i % 3]
+
+
+def test_reading_a_file_list_leaves_the_listing_setting_as_it_was(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    path = str(table_dir)
+    deltatx.write(spark.range(0, 100, numPartitions=40), path)
+    assert spark.conf.get(key, None) is None
+    assert DeltaTable.for_path(spark, path).to_df().count() == 100
+    assert spark.conf.get(key, None) is None
+    spark.conf.set(key, "7")
+    try:
+        assert DeltaTable.for_path(spark, path).to_df().count() == 100
+        assert spark.conf.get(key) == "7"
+    finally:
+        spark.conf.unset(key)
 
 
 # -- writes --------------------------------------------------------------------------------------
@@ -265,11 +295,6 @@ def test_unknown_options_are_refused(spark: SparkSession, table_dir: Path) -> No
     spark.range(1).write.format("delta").save(path)
     with pytest.raises(Exception, match=r"(?is)UnsupportedOptionError.*recursiveFileLookup"):
         spark.read.format("delta").option("recursiveFileLookup", "true").load(path).collect()
-
-
-def test_save_as_table_is_refused(spark: SparkSession) -> None:
-    with pytest.raises(UnsupportedFeatureError, match=r"deltatx\.sql"):
-        spark.range(1).write.format("delta").saveAsTable("t_datasource")
 
 
 # -- transactions --------------------------------------------------------------------------------

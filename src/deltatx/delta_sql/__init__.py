@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from deltatx.delta_sql.execution import execute
 from deltatx.delta_sql.parser import parse_statement
 from deltatx.reexecution import Backoff
-from deltatx.spark.session import spark_session
+from deltatx.session import spark_session
 
 
 def sql(

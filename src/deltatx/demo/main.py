@@ -27,7 +27,7 @@ from deltatx.demo.pipeline import run_pipeline
 from deltatx.demo.report import TableSection, write_report
 from deltatx.demo.row_level import ALL_OPS, ROW_LEVEL_GROUPS, observe_row_level_table
 from deltatx.kernel.isolation import IsolationLevel
-from deltatx.spark.session import spark_session
+from deltatx.session import spark_session
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,10 @@ it meets the file and keeps it for the next batches and tasks it runs.
 
 Two users: the ``format("delta")`` reader masks the Arrow batches it reads, and
 :func:`live_rows_filter` gives ``DeltaTable.to_df`` a filter that keeps Spark's native Parquet
-scan and sends only two longs per row (file index, row index) to Python.
+scan: an anti join of each row's (file index, row index) against the deleted positions, which
+travel as one broadcast per executor rather than in every task, with no Python on the rows'
+path. Past :data:`BROADCAST_LIMIT` deleted rows, a vectorised Python filter that loads each
+file's vector in the task takes over.
 """
 
 from __future__ import annotations
@@ -68,12 +71,21 @@ def live_mask(deleted: np.ndarray, row_indexes: np.ndarray) -> np.ndarray:
     return live
 
 
+BROADCAST_LIMIT = 20_000_000
+"""Most deleted rows one scan drops by a broadcast anti join (16 bytes each, per executor)."""
+
+_DV_FILE = "__deltatx_dv_file"
+_DV_ROW = "__deltatx_dv_row"
+
+
 def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | None:
     """The scan filter that drops rows deleted by the files' deletion vectors.
 
-    Rows keep coming from Spark's Parquet scan; a vectorised Python UDF sees only each row's
-    file index and row index and answers whether the row is live, loading each file's vector
-    in the worker from the descriptor. The UDF's closure holds one descriptor per file.
+    Rows keep coming from Spark's Parquet scan. Up to :data:`BROADCAST_LIMIT` deleted rows,
+    the driver reads the vectors and the rows are anti-joined with a broadcast of the deleted
+    (file index, row index) pairs: the task itself carries nothing that grows with them.
+    Beyond it, a vectorised Python UDF sees each row's file index and row index and loads
+    each file's vector in the worker from the descriptor its closure holds.
 
     Returns:
         None when no file has a deletion vector (the scan then needs no row index).
@@ -81,6 +93,39 @@ def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | Non
     descriptors = [f.deletion_vector for f in files]
     if all(dv is None for dv in descriptors):
         return None
+    if sum(dv.cardinality for dv in descriptors if dv is not None) <= BROADCAST_LIMIT:
+        return _anti_join_filter(log, files)
+    return _udf_filter(log, files)
+
+
+def _anti_join_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
+    table_path = log.table_path
+
+    def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
+        indexes: list[np.ndarray] = []
+        positions: list[np.ndarray] = []
+        for index, add in enumerate(files):
+            if add.deletion_vector is None:
+                continue
+            deleted = deleted_row_indexes(table_path, add.deletion_vector, data_file=add.path)
+            indexes.append(np.full(len(deleted), index, dtype=np.int64))
+            positions.append(deleted)
+        table = pa.table(
+            {
+                _DV_FILE: pa.array(np.concatenate(indexes), pa.int64()),
+                _DV_ROW: pa.array(np.concatenate(positions), pa.int64()),
+            }
+        )
+        deleted_rows = rows.sparkSession.createDataFrame(table)
+        tagged = rows.select("*", file_index.alias(_DV_FILE), row_index.alias(_DV_ROW))
+        live = tagged.join(F.broadcast(deleted_rows), on=[_DV_FILE, _DV_ROW], how="left_anti")
+        return live.drop(_DV_FILE, _DV_ROW)
+
+    return keep_live
+
+
+def _udf_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
+    descriptors = [f.deletion_vector for f in files]
     table_path = log.table_path
     paths = [f.path if f.deletion_vector is not None else "" for f in files]
 

@@ -22,6 +22,7 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import PrimitiveType, StructType
 from deltatx.spark.arrow_files import spark_reaches
 from deltatx.spark.partition_dirs import HIVE_DEFAULT_PARTITION, escape_partition_name
+from deltatx.spark.scan import listed_on_driver
 from deltatx.spark.schema import quote_column, to_spark_schema
 from deltatx.spark.write import TableLocation
 
@@ -83,5 +84,7 @@ def partition_discovery_frame(
     data_fields = tuple(f for f in schema.fields if f.name.lower() not in parts)
     part_fields = tuple(by_name[c.lower()] for c in partition_columns)
     read_schema = to_spark_schema(StructType(data_fields + part_fields))
-    rows = spark.read.schema(read_schema).option("basePath", location.spark_root).parquet(*paths)
+    with listed_on_driver(spark, len(paths)):
+        reader = spark.read.schema(read_schema).option("basePath", location.spark_root)
+        rows = reader.parquet(*paths)
     return rows.select(*[quote_column(f.name) for f in schema.fields])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deltatx.errors import UnsupportedFeatureError
-from deltatx.kernel.actions import ProtocolAction
+from deltatx.kernel.actions import Metadata, ProtocolAction
 from deltatx.kernel.features import (
     DEFAULT_PROTOCOL,
     check_readable,
@@ -185,3 +185,14 @@ def test_a_not_null_column_on_a_table_features_protocol_names_invariants() -> No
         '{"type":"struct","fields":[{"name":"a","type":"long","nullable":false,"metadata":{}}]}'
     )
     assert "invariants" in writer_features(protocol_with_features(dv, schema_features(schema)))
+
+
+def test_check_constraints_in_use_are_writable() -> None:
+    p = ProtocolAction(1, 7, writer_features=("checkConstraints",))
+    metadata = Metadata(
+        id="t",
+        schema_string='{"type":"struct","fields":[]}',
+        partition_columns=(),
+        configuration={"delta.constraints.positive": "id > 0"},
+    )
+    check_writable(p, metadata)

@@ -7,17 +7,18 @@ told; when the format is deltatx's, ``save`` rebuilds the write: ``error`` and `
 decided on the driver from the log (and checked again at commit), and the partition columns
 travel as the ``partitionBy`` option. Writers of any other format are untouched.
 
-``saveAsTable`` with deltatx's format is refused: a Python data source is not told the table's
-name, so named tables go through ``deltatx.sql`` or :class:`deltatx.DeltaTable`. For the same
-reason ``writeStream...toTable(name)`` is refused; a streaming query writes by path.
+A Python data source is not told a table's name, so ``saveAsTable`` with deltatx's format is
+handed to the :class:`TableWriter` the facade installs with :func:`set_table_writer` (names
+live in the catalog, above this layer); with none installed it is refused.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
+from pyspark.sql import DataFrame
 from pyspark.sql.readwriter import DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -28,6 +29,30 @@ _STATE = "_deltatx_state"
 _INSTALLED = "_deltatx_installed"
 SAVE_MODE_OPTION = "deltatxSaveMode"
 """Set by :func:`install` for ``error``: the writer refuses a table created meanwhile."""
+
+
+class TableWriter(Protocol):
+    """Writes a DataFrame to a Delta table by name (``saveAsTable``)."""
+
+    def __call__(
+        self,
+        df: DataFrame,
+        name: str,
+        *,
+        source: str,
+        mode: str,
+        partition_by: Sequence[str] | None,
+        options: Mapping[str, Any],
+    ) -> None:
+        """Writes ``df`` to the table ``name`` with Spark's save ``mode``."""
+
+
+_table_writer: list[TableWriter] = []
+
+
+def set_table_writer(writer: TableWriter) -> None:
+    """Installs the handler of ``saveAsTable`` for deltatx's formats (the last one wins)."""
+    _table_writer[:] = [writer]
 
 
 def _state(writer: DataFrameWriter) -> dict[str, Any]:
@@ -136,17 +161,32 @@ def install(formats: frozenset[str]) -> None:
         self: DataFrameWriter,
         name: str,
         format: str | None = None,
-        *args: Any,
-        **kwargs: Any,
+        mode: str | None = None,
+        partitionBy: str | list[str] | None = None,
+        **options: Any,
     ) -> None:
-        if ours(self, format):
+        if not ours(self, format):
+            original_save_as_table(self, name, format, mode, partitionBy, **options)
+            return
+        state = _state(self)
+        source = str(format or state["format"])
+        if not _table_writer:
             raise UnsupportedFeatureError(
-                f"saveAsTable('{name}') with format('{format or _state(self)['format']}') is not "
-                "supported: Spark does not tell a Python data source the table's name. Write by "
-                "path with save(path), or create the table with deltatx.sql or DeltaTable.",
+                f"saveAsTable('{name}') with format('{source}') needs deltatx's table names: "
+                "configure the session with deltatx.configure(spark) or deltatx.spark_session()",
                 feature="saveAsTable",
             )
-        original_save_as_table(self, name, format, *args, **kwargs)
+        parts = state["partition_by"]
+        if partitionBy is not None:
+            parts = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy)
+        _table_writer[0](
+            self._df,
+            name,
+            source=source,
+            mode=(mode or state["mode"] or "error").lower(),
+            partition_by=parts,
+            options={**state["options"], **options},
+        )
 
     DataFrameWriter.save = save  # type: ignore[method-assign]
     DataFrameWriter.saveAsTable = save_as_table  # type: ignore[method-assign]
