@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.expressions import (
@@ -139,9 +140,12 @@ def _widen(expr: Expression, parts: set[str], *, negate: bool) -> Expression:
 # --------------------------------------------------------------------------- file evaluation
 
 
-@dataclass(frozen=True, slots=True)
-class _Range:
-    """What the non-null values of a column in one file can be."""
+class _Range(NamedTuple):
+    """What the non-null values of a column in one file can be.
+
+    A named tuple rather than a frozen dataclass: a conflict check builds one per column of
+    every file a winner added, and a tuple is several times cheaper to make.
+    """
 
     kind: Kind | None
     lo: Typed | None  # None: unbounded below
@@ -154,7 +158,14 @@ class _Range:
 class _FileView:
     """One AddFile read through the table's schema and partition columns."""
 
-    def __init__(self, file: AddFile, schema: StructType, partition_columns: Sequence[str]):
+    def __init__(
+        self,
+        file: AddFile,
+        schema: StructType,
+        partition_columns: Sequence[str],
+        *,
+        exact: bool | None = None,
+    ):
         self.schema = schema
         self.partitions = {c.lower() for c in partition_columns}
         self.partition_values = {k.lower(): v for k, v in (file.partition_values or {}).items()}
@@ -166,12 +177,10 @@ class _FileView:
         # A predicate names the same columns many times (the OR of a read set's predicates):
         # each column's range is worked out once per file.
         self._ranges: dict[str, _Range | None] = {}
+        self._stats_text = file.stats
+        self._exact: dict[str, Any] | None = None
         if file.stats:
-            try:
-                stats = json.loads(file.stats, parse_float=Decimal)
-            except (ValueError, TypeError, RecursionError):
-                # Unreadable statistics (even hostile nesting) only cost pruning.
-                stats = None
+            stats = _parse_stats(file.stats, exact=_needs_exact(schema) if exact is None else exact)
             if isinstance(stats, dict):
                 self.has_stats = True
                 n = stats.get("numRecords")
@@ -220,8 +229,13 @@ class _FileView:
             nulls = None
         may_be_null = nulls is None or nulls > 0
         may_have_value = nulls is None or n is None or nulls < n
-        lo = parse_stat_value(next((self.min[k] for k in names if k in self.min), None), kind)
-        hi = parse_stat_value(next((self.max[k] for k in names if k in self.max), None), kind)
+        raw_lo = next((self.min[k] for k in names if k in self.min), None)
+        raw_hi = next((self.max[k] for k in names if k in self.max), None)
+        if kind is not Kind.FRACTIONAL and (isinstance(raw_lo, float) or isinstance(raw_hi, float)):
+            # A bound written with a fraction or exponent, read back exactly as its digits.
+            raw_lo, raw_hi = self._exact_bounds(names)
+        lo = parse_stat_value(raw_lo, kind)
+        hi = parse_stat_value(raw_hi, kind)
         if kind in TIMESTAMP_KINDS and hi is not None:
             hi = Typed(hi.value + STAT_TRUNCATION, hi.aware)
         if kind is Kind.FRACTIONAL:
@@ -231,6 +245,39 @@ class _FileView:
             if lo is not None and lo.value != lo.value:
                 lo = hi = None
         return _Range(kind, lo, hi, may_be_null, may_have_value)
+
+    def _exact_bounds(self, names: Sequence[str]) -> tuple[Any, Any]:
+        if self._exact is None:
+            parsed = _parse_stats(self._stats_text or "", exact=True)
+            self._exact = parsed if isinstance(parsed, dict) else {}
+        lo, hi = (
+            _lower_keys(self._exact.get("minValues")),
+            _lower_keys(self._exact.get("maxValues")),
+        )
+        return next((lo[k] for k in names if k in lo), None), next(
+            (hi[k] for k in names if k in hi), None
+        )
+
+
+def _needs_exact(schema: StructType) -> bool:
+    """Whether statistics must be read with exact decimals (the table has a decimal column)."""
+    return any(kind_of_type(f.type) is Kind.DECIMAL for f in schema.fields)
+
+
+def _parse_stats(text: str, *, exact: bool) -> Any:
+    """A file's statistics JSON; None when unreadable (which only costs pruning).
+
+    Binary floats are exact for double columns; ``exact`` reads every fraction as a Decimal.
+    """
+    if not exact:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # NaN tokens, huge integers, deep nesting: the standard parser decides
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def _lower_keys(obj: Any) -> dict[str, Any]:
@@ -256,6 +303,196 @@ def file_may_match(
     if view.num_records == 0:
         return False
     return _may_be_true(predicate, view)
+
+
+class FilePredicate:
+    """A predicate compiled once, then asked of many files as :func:`file_may_match` would be.
+
+    A conflict check asks one read predicate of every file the winning commits added: the
+    tree is walked, and each ``column op literal`` leaf has its literal brought to the
+    column's kind, once here rather than once per file.
+    """
+
+    __slots__ = ("_exact", "_parts", "_schema", "_test")
+
+    def __init__(
+        self, predicate: Expression, *, schema: StructType, partition_columns: Sequence[str]
+    ) -> None:
+        """Compiles ``predicate`` for files of a table with this schema and partitioning."""
+        self._schema = schema
+        self._parts = tuple(partition_columns)
+        self._exact = _needs_exact(schema)
+        self._test = _compile(predicate, schema, {c.lower() for c in partition_columns})
+
+    def may_match(self, file: AddFile) -> bool:
+        """Exactly ``file_may_match(predicate, file, ...)``."""
+        view = _FileView(file, self._schema, self._parts, exact=self._exact)
+        if view.num_records == 0:
+            return False
+        return self._test(view)
+
+
+_Test = Callable[[_FileView], bool]
+_RangeTest = Callable[[_Range | None], bool]
+# Kinds whose equal values hash alike, so that an OR of equalities becomes one set lookup.
+_HASHABLE_KINDS = frozenset({Kind.STRING, Kind.INTEGRAL, Kind.DATE, Kind.BOOLEAN})
+
+
+def _compile(expr: Expression, schema: StructType, parts: set[str]) -> _Test:
+    """``_may_be_true`` for one expression, as a closure over its pre-processed tree."""
+    if isinstance(expr, Or):
+        return _compile_or(expr, schema, parts)
+    if isinstance(expr, And):
+        leaves = [_compile_comparison(c, schema, parts) for c in expr.children]
+        names = {leaf[0].lower() for leaf in leaves if leaf is not None}
+        if len(names) == 1 and all(leaf is not None for leaf in leaves):
+            # A range on one column (lo <= c AND c < hi): its bounds are looked up once.
+            name = next(leaf[0] for leaf in leaves if leaf is not None)
+            checks = tuple(leaf[1] for leaf in leaves if leaf is not None)
+
+            def in_range(view: _FileView) -> bool:
+                rng = view.column(name)
+                return all(check(rng) for check in checks)
+
+            return in_range
+        tests = tuple(_compile(c, schema, parts) for c in expr.children)
+
+        def all_true(view: _FileView) -> bool:
+            return all(t(view) for t in tests)
+
+        return all_true
+    if isinstance(expr, Comparison):
+        leaf = _compile_comparison(expr, schema, parts)
+        if leaf is not None:
+            name, check = leaf
+
+            def one(view: _FileView) -> bool:
+                return check(view.column(name))
+
+            return one
+
+    def generic(view: _FileView) -> bool:
+        return bool(_mask(expr, view) & _T)
+
+    return generic
+
+
+def _compile_or(expr: Or, schema: StructType, parts: set[str]) -> _Test:
+    # Equalities on one partition column (the usual read set of partition-wise writers) become
+    # one lookup of the file's partition value in a set of literals.
+    values: dict[str, set[Any]] = {}
+    tests: list[_Test] = []
+    for child in expr.children:
+        equality = _partition_equality(child, schema, parts)
+        if equality is not None:
+            values.setdefault(equality[0], set()).add(equality[1])
+        else:
+            tests.append(_compile(child, schema, parts))
+    for name, literals in values.items():
+        tests.insert(0, _value_in(name, frozenset(literals)))
+    compiled = tuple(tests)
+
+    def any_true(view: _FileView) -> bool:
+        return any(t(view) for t in compiled)
+
+    return any_true
+
+
+def _value_in(name: str, literals: frozenset[Any]) -> _Test:
+    def lookup(view: _FileView) -> bool:
+        rng = view.column(name)
+        if rng is None or rng.kind is None:
+            return True
+        return rng.may_have_value and rng.lo is not None and rng.lo.value in literals
+
+    return lookup
+
+
+def _partition_equality(
+    expr: Expression, schema: StructType, parts: set[str]
+) -> tuple[str, Any] | None:
+    """(column, coerced literal) of ``partition_column = literal`` where a set can decide it."""
+    if not isinstance(expr, Comparison) or expr.op is not ComparisonOp.EQ:
+        return None
+    left, right = expr.left, expr.right
+    if isinstance(left, Literal) and isinstance(right, Column):
+        left, right = right, left
+    if not (isinstance(left, Column) and isinstance(right, Literal)) or right.value is None:
+        return None
+    if left.name.lower() not in parts:
+        return None
+    f = schema.get(left.name)
+    kind = kind_of_type(f.type) if f is not None else Kind.STRING
+    if kind not in _HASHABLE_KINDS:
+        return None
+    if kind is not Kind.BOOLEAN and isinstance(right.value, bool):
+        return None
+    try:
+        return left.name.lower(), coerce_literal(right.value, kind).value
+    except Uncoercible:
+        return None
+
+
+# Whether ``column op literal`` may be TRUE, from the comparisons of the column's lower and
+# upper bound with the literal (None: unbounded), as ``_compare_range`` decides it.
+_MAY_BE_TRUE: dict[ComparisonOp, Callable[[int | None, int | None], bool]] = {
+    ComparisonOp.EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
+    ComparisonOp.NULL_SAFE_EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
+    ComparisonOp.NE: lambda lo, hi: not (lo == 0 and hi == 0),
+    ComparisonOp.LT: lambda lo, hi: lo is None or lo < 0,
+    ComparisonOp.LE: lambda lo, hi: lo is None or lo <= 0,
+    ComparisonOp.GT: lambda lo, hi: hi is None or hi > 0,
+    ComparisonOp.GE: lambda lo, hi: hi is None or hi >= 0,
+}
+
+
+def _compile_comparison(
+    expr: Expression, schema: StructType, parts: set[str]
+) -> tuple[str, _RangeTest] | None:
+    """``column op literal`` with the literal coerced once: the column and a test of its range.
+
+    None where only the general path is right: timestamps (with their zone slack), NULL or
+    uncoercible literals.
+    """
+    if not isinstance(expr, Comparison):
+        return None
+    left, right, op = expr.left, expr.right, expr.op
+    if isinstance(left, Literal) and isinstance(right, Column):
+        left, right, op = right, left, _FLIPPED[op]
+    if not (isinstance(left, Column) and isinstance(right, Literal)) or right.value is None:
+        return None
+    f = schema.get(left.name)
+    if left.name.lower() in parts:
+        kind = kind_of_type(f.type) if f is not None else Kind.STRING
+    elif f is None:
+        return None
+    else:
+        kind = kind_of_type(f.type)
+    if kind is None or kind in TIMESTAMP_KINDS:
+        return None
+    try:
+        literal = coerce_literal(right.value, kind).value
+    except Uncoercible:
+        return None
+    decide = _MAY_BE_TRUE[op]
+
+    def check(rng: _Range | None) -> bool:
+        if rng is None or rng.kind is None:
+            return True
+        if not rng.may_have_value:
+            return False
+        cmp_lo = cmp_hi = None
+        if rng.lo is not None:
+            cmp_lo = compare(rng.lo.value, literal)
+            if cmp_lo is None:
+                return True
+        if rng.hi is not None:
+            cmp_hi = compare(rng.hi.value, literal)
+            if cmp_hi is None:
+                return True
+        return decide(cmp_lo, cmp_hi)
+
+    return left.name, check
 
 
 def _may_be_true(expr: Expression, view: _FileView) -> bool:
