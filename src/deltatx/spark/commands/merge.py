@@ -13,16 +13,28 @@ the rows of the touched files (updated, deleted or copied) plus the inserted row
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
-from deltatx.kernel.expressions import TRUE, to_sql
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.deletion_vectors import num_records
+from deltatx.kernel.expressions import (
+    TRUE,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    Literal,
+    and_,
+    to_sql,
+)
+from deltatx.kernel.expressions import Column as KernelColumn
 from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructField, StructType
@@ -31,6 +43,7 @@ from deltatx.progress import step
 from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
+    file_metrics,
     record,
     to_delta_schema,
     to_spark_schema,
@@ -42,16 +55,23 @@ from deltatx.spark.commands.rewrite import (
     ROW_INDEX_COLUMN,
     read_addressed,
     replaced_vectors,
+    without_address,
 )
 from deltatx.spark.deletion_vectors import collect_addresses
-from deltatx.spark.expressions import merge_target_predicate
+from deltatx.spark.expressions import merge_key_pairs, merge_target_predicate
 from deltatx.spark.schema import quote_column
 
 _ACTION = "__deltatx_action"
 _IN_TARGET = "__deltatx_in_target"
 _IN_SOURCE = "__deltatx_in_source"
+_SOURCE_ROW = "__deltatx_source_row"
 _COPY = -1
 _DROP = -2
+_AMBIGUOUS = (
+    "merge refused: several source rows matched the same target row, so which one should win "
+    "is ambiguous. Deduplicate the source (e.g. keep the latest row per key) or make the ON "
+    "condition match at most one source row per target row. Nothing was written."
+)
 
 
 class ClauseKind(StrEnum):
@@ -118,6 +138,17 @@ def stage_merge(
         if isinstance(condition, str)
         else TRUE
     )
+    if not any(c.kind.group == "by_source" for c in clauses):
+        return _stage_source_driven(
+            spark,
+            txn,
+            source=source,
+            condition=condition,
+            clauses=clauses,
+            target_alias=t_alias,
+            predicate=predicate,
+            started=started,
+        )
     step("scanning")
     candidates = txn.scan(None if predicate == TRUE else predicate)
     target = (
@@ -173,12 +204,7 @@ def stage_merge(
                 .collect()
             )
             if dup:
-                raise InvalidArgumentError(
-                    "merge refused: several source rows matched the same target row, so which "
-                    "one should win is ambiguous. Deduplicate the source (e.g. keep the latest "
-                    "row per key) or make the ON condition match at most one source row per "
-                    "target row. Nothing was written."
-                )
+                raise InvalidArgumentError(_AMBIGUOUS)
         counts = classified.groupBy(FILE_INDEX_COLUMN, _ACTION).count().collect()
         touched: set[int] = set()
         per_action: dict[int, int] = {}
@@ -240,7 +266,13 @@ def stage_merge(
         num_deletion_vectors_removed=dvs_removed,
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
-    params = {
+    return record(txn, OperationName.MERGE, metrics, _parameters(condition, predicate, clauses))
+
+
+def _parameters(
+    condition: str | Column, predicate: Expression, clauses: Sequence[MergeClause]
+) -> dict[str, Any]:
+    return {
         "predicate": str(condition) if isinstance(condition, str) else "<Column>",
         "targetPredicate": to_sql(predicate),
         "matchedPredicates": [_describe(c) for c in clauses if c.kind.group == "matched"],
@@ -249,7 +281,255 @@ def stage_merge(
             _describe(c) for c in clauses if c.kind.group == "by_source"
         ],
     }
-    return record(txn, OperationName.MERGE, metrics, params)
+
+
+def _stage_source_driven(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    *,
+    source: DataFrame,
+    condition: str | Column,
+    clauses: Sequence[MergeClause],
+    target_alias: str,
+    predicate: Expression,
+    started: float,
+) -> MergeMetrics:
+    """Stages a MERGE without NOT MATCHED BY SOURCE clauses, driven by the source.
+
+    Only target rows a source row matches change, so the work follows the (usually small)
+    source rather than the target. The source is materialised once with a row id (both passes
+    then see the same rows, and its known size lets Spark broadcast it); one pass over it
+    counts it and finds the range of its join keys, which prunes the target files by their
+    statistics. The candidate files are inner-joined with the source in one streaming pass
+    that keeps only the matched pairs; one aggregation of those gives the touched files, the
+    per-clause counts and the ambiguity check; the write then emits the new versions, the
+    inserted source rows and, without deletion vectors, the untouched rows of the touched
+    files.
+    """
+    schema = txn.schema
+    inserts = {i for i, c in enumerate(clauses) if c.kind is ClauseKind.NOT_MATCHED_INSERT}
+    deletes = {i for i, c in enumerate(clauses) if c.kind.value.endswith("delete")}
+    updates = {i for i, c in enumerate(clauses) if c.kind.value.endswith("update")}
+    matched_clauses = [c for c in clauses if c.kind.group == "matched"]
+    src = source.select(
+        "*",
+        *[F.col(quote_column(c)).alias(_src_name(i)) for i, c in enumerate(source.columns)],
+        F.monotonically_increasing_id().alias(_SOURCE_ROW),
+    )
+    on = condition_column(condition)
+    matched_action = _first_applying(clauses, "matched", default=_COPY)
+    matched_out = _output_columns(schema, clauses, source.columns, target_alias, only=updates)
+    insert_out = _output_columns(schema, clauses, source.columns, None, only=inserts)
+    insert_action = _first_applying(clauses, "not_matched", default=_DROP)
+    try:
+        # Analysed on no files: a bad condition fails before any Spark job runs.
+        empty = read_addressed(spark, txn, []).alias(target_alias)
+        _ = empty.join(src, on=on).withColumn(_ACTION, matched_action).select(*matched_out).schema
+        _ = src.withColumn(_ACTION, insert_action).select(*insert_out).schema
+        keys = _key_columns(src, condition, schema, target_alias)
+    except InvalidArgumentError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidConditionError(f"merge does not resolve: {first}") from None
+    lone_delete = (
+        len(matched_clauses) == 1
+        and matched_clauses[0].kind is ClauseKind.MATCHED_DELETE
+        and matched_clauses[0].condition is None
+    )
+    use_dvs = txn.configuration.deletion_vectors_enabled
+    src = src.persist(StorageLevel.MEMORY_AND_DISK)
+    cached = [src]
+    try:
+        step("scanning")
+        summary = src.agg(
+            F.count(F.lit(1)).alias("rows"),
+            *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
+            *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
+        ).collect()[0]
+        num_source_rows = int(summary["rows"])
+        read = predicate
+        for i, (name, _) in enumerate(keys):
+            lo, hi = summary[f"lo{i}"], summary[f"hi{i}"]
+            if lo is not None and hi is not None:
+                read = and_(
+                    read,
+                    Comparison(ComparisonOp.GE, KernelColumn(name), Literal(lo)),
+                    Comparison(ComparisonOp.LE, KernelColumn(name), Literal(hi)),
+                )
+        candidates = txn.scan(None if read == TRUE else read)
+        target = read_addressed(spark, txn, candidates).alias(target_alias)
+        matched = target.join(src, on=on, how="inner").withColumn(_ACTION, matched_action)
+        matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(matched)
+        counts = _merge_counts(matched)
+        if matched_clauses and not lone_delete and any(r["most"] > 1 for r in counts):
+            raise InvalidArgumentError(_AMBIGUOUS)
+        per_action: dict[int, int] = {}
+        touched: set[int] = set()
+        for r in counts:
+            action = int(r[_ACTION])
+            per_action[action] = per_action.get(action, 0) + int(r["rows"])
+            if action >= 0:
+                touched.add(int(r[FILE_INDEX_COLUMN]))
+        changed_rows = matched.filter(F.col(_ACTION) >= 0).select(
+            FILE_INDEX_COLUMN, ROW_INDEX_COLUMN
+        )
+        changed: dict[int, list[int]] = {}
+        if use_dvs and touched:
+            changed = collect_addresses(changed_rows.distinct() if lone_delete else changed_rows)
+        unmatched = (
+            src.join(matched.select(_SOURCE_ROW), on=_SOURCE_ROW, how="left_anti")
+            .withColumn(_ACTION, insert_action)
+            .filter(F.col(_ACTION) != _DROP)
+            if inserts
+            else None
+        )
+        num_updated = sum(per_action.get(i, 0) for i in updates)
+        num_changed = sum(per_action.get(i, 0) for i in updates | deletes)
+        copy_from = [] if use_dvs else sorted(touched)
+        copied = (
+            file_metrics([candidates[i] for i in copy_from])[0] - num_changed if copy_from else 0
+        )
+        added: list[AddFile] = []
+        if touched or unmatched is not None:
+            step("writing")
+            rewritten = _rewritten_rows(
+                spark,
+                txn,
+                candidates,
+                matched.filter(F.col(_ACTION).isin(sorted(updates) or [-99])).select(*matched_out),
+                unmatched.select(*insert_out) if unmatched is not None else None,
+                copy_from=copy_from,
+                changed=changed_rows,
+            )
+            added = write_data(txn, rewritten)
+        # What was written beyond the changed and copied rows was inserted; without row counts
+        # in the statistics, the unmatched source rows are counted.
+        written = [num_records(f.stats) for f in added]
+        known = all(n is not None for n in written) and all(
+            num_records(candidates[i].stats) is not None for i in copy_from
+        )
+        if unmatched is None:
+            num_inserted = 0
+        elif known:
+            num_inserted = sum(n or 0 for n in written) - num_updated - copied
+        else:
+            num_inserted = unmatched.count()
+            copied = sum(n or 0 for n in written) - num_updated - num_inserted
+    finally:
+        for df in cached:
+            df.unpersist()
+    dvs_added = dvs_removed = 0
+    if use_dvs:
+        dv_changes = mark_deleted(txn, candidates, changed)
+        record_row_level(txn, candidates, changed, predicate=read, condition=condition)
+        removed = [candidates[i] for i in sorted(touched)][: dv_changes.removed_files]
+        dvs_added, dvs_removed = dv_changes.dvs_added, replaced_vectors(candidates, changed)
+    else:
+        removed = [candidates[i] for i in sorted(touched)]
+        txn.remove_files(removed)
+    txn.add_files(added)
+    metrics = MergeMetrics(
+        num_added_files=len(added),
+        num_removed_files=len(removed),
+        num_source_rows=num_source_rows,
+        num_target_rows_inserted=num_inserted,
+        num_target_rows_updated=num_updated,
+        num_target_rows_deleted=sum(per_action.get(i, 0) for i in deletes),
+        num_target_rows_copied=copied,
+        num_target_files_added=len(added),
+        num_target_files_removed=len(removed),
+        num_output_rows=num_updated + num_inserted + copied,
+        num_deletion_vectors_added=dvs_added,
+        num_deletion_vectors_removed=dvs_removed,
+        execution_time_ms=int((time.monotonic() - started) * 1000),
+    )
+    return record(txn, OperationName.MERGE, metrics, _parameters(condition, predicate, clauses))
+
+
+# Join keys whose source range can prune target files: Python's order of these values is
+# Spark's, and an equality never holds for NULL or NaN surprises.
+_RANGE_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "date")
+
+
+def _key_columns(
+    src: DataFrame, condition: str | Column, schema: StructType, target_alias: str
+) -> list[tuple[str, Column]]:
+    """(target column, source column) of the ON condition's key equalities of one type."""
+    if not isinstance(condition, str):
+        return []
+    target_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
+    out: list[tuple[str, Column]] = []
+    for name, source_sql in merge_key_pairs(condition, schema=schema, target_alias=target_alias):
+        column = F.expr(source_sql)
+        source_type = src.select(column).schema[0].dataType
+        if source_type == target_types[name] and source_type.simpleString() in _RANGE_KEY_TYPES:
+            out.append((name, column))
+    return out
+
+
+def _merge_counts(matched: DataFrame) -> list[Row]:
+    """Counts, in one aggregation, what the MERGE changes in the target.
+
+    Per (file, clause): the matched target rows, and the most source rows that matched one of
+    them (more than one is ambiguous).
+    """
+    per_row = matched.groupBy(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN).agg(
+        F.count(F.lit(1)).alias("n"), F.max(_ACTION).alias(_ACTION)
+    )
+    return (
+        per_row.groupBy(FILE_INDEX_COLUMN, _ACTION)
+        .agg(F.count(F.lit(1)).alias("rows"), F.max("n").alias("most"))
+        .collect()
+    )
+
+
+def _rewritten_rows(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    candidates: Sequence[AddFile],
+    updated: DataFrame,
+    inserted: DataFrame | None,
+    *,
+    copy_from: Sequence[int],
+    changed: DataFrame,
+) -> DataFrame:
+    """Every row the MERGE writes, the one place they are produced.
+
+    New versions of updated rows, inserted rows and (copy-on-write) the rows of the touched
+    files ``copy_from`` that the MERGE leaves unchanged.
+    """
+    out = updated
+    if inserted is not None:
+        out = out.unionByName(inserted)
+    if copy_from:
+        files = [candidates[i] for i in copy_from]
+        # The touched files are read again by their position in copy_from; the changed rows
+        # are addressed by candidate position.
+        positions = F.array(*[F.lit(i).cast("long") for i in copy_from])
+        rows = read_addressed(spark, txn, files).withColumn(
+            FILE_INDEX_COLUMN, F.element_at(positions, (F.col(FILE_INDEX_COLUMN) + 1).cast("int"))
+        )
+        kept = rows.join(changed, on=[FILE_INDEX_COLUMN, ROW_INDEX_COLUMN], how="left_anti")
+        out = out.unionByName(without_address(kept))
+    return out
+
+
+def _first_applying(clauses: Sequence[MergeClause], group: str, *, default: int) -> Column:
+    """The index of the first clause of ``group`` whose condition holds (else ``default``)."""
+    expr = F.lit(default)
+    for i in reversed(range(len(clauses))):
+        c = clauses[i]
+        if c.kind.group != group:
+            continue
+        if c.condition is None:
+            expr = F.lit(i)
+        else:
+            expr = F.when(
+                F.coalesce(condition_column(c.condition), F.lit(False)), F.lit(i)
+            ).otherwise(expr)
+    return expr
 
 
 def _copied_rows(counts: list[Row], touched: set[int]) -> int:
@@ -296,15 +576,21 @@ def _output_columns(
     schema: StructType,
     clauses: Sequence[MergeClause],
     source_columns: Sequence[str],
-    target_alias: str,
+    target_alias: str | None,
+    *,
+    only: Collection[int] | None = None,
 ) -> list[Column]:
+    """The table's columns as the clauses set them (by ``_ACTION``).
+
+    Without a target alias (inserted rows only) a column no clause sets is NULL.
+    """
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
     positions = {c.lower(): i for i, c in enumerate(source_columns)}
     columns: list[Column] = []
     for f in schema.fields:
         expr: Column | None = None
         for i, c in enumerate(clauses):
-            if c.kind.value.endswith("delete"):
+            if c.kind.value.endswith("delete") or (only is not None and i not in only):
                 continue
             value = _clause_value(
                 c, f.name, positions, is_insert=c.kind is ClauseKind.NOT_MATCHED_INSERT
@@ -318,7 +604,11 @@ def _output_columns(
                 else expr.when(cond, value.cast(spark_types[f.name]))
             )
         # Qualified by the target alias: the source may have a column of the same name.
-        base = F.col(f"`{target_alias}`.`{f.name}`")
+        base = (
+            F.col(f"`{target_alias}`.`{f.name}`")
+            if target_alias is not None
+            else F.lit(None).cast(spark_types[f.name])
+        )
         columns.append((base if expr is None else expr.otherwise(base)).alias(f.name))
     return columns
 
