@@ -31,8 +31,8 @@ from deltatx.kernel.actions import (
     RemoveFile,
     SetTransaction,
 )
-from deltatx.kernel.evaluation import FilePredicate
 from deltatx.kernel.expressions import Expression, columns_of, or_, to_sql
+from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation
 from deltatx.kernel.row_level.limitations import FALLBACK_HINT
