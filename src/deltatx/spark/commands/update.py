@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
@@ -32,6 +33,8 @@ from deltatx.spark.commands.rewrite import (
 )
 from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.schema import quote_column
+
+_KEEP = StorageLevel.MEMORY_AND_DISK
 
 
 def stage_update(
@@ -111,13 +114,19 @@ def _stage_dv_update(
 
     Only the matched rows are written (to new files); no unchanged row is copied.
     """
-    hit_rows = read_addressed(spark, txn, candidates).filter(cond)
-    matched = collect_addresses(hit_rows)
-    added: list[AddFile] = []
-    if matched:
-        added = write_data(
-            txn, without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments))
-        )
+    # The matched rows are kept once found: their addresses and their new versions then come
+    # from one scan of the candidates, not two.
+    hit_rows = read_addressed(spark, txn, candidates).filter(cond).persist(_KEEP)
+    try:
+        matched = collect_addresses(hit_rows)
+        added: list[AddFile] = []
+        if matched:
+            added = write_data(
+                txn,
+                without_address(hit_rows).select(*_updated_columns(txn, F.lit(True), assignments)),
+            )
+    finally:
+        hit_rows.unpersist()
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)
     metrics = UpdateMetrics(
