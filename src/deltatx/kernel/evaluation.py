@@ -155,6 +155,10 @@ class _Range(NamedTuple):
     exact: bool = False  # one known value (a partition value)
 
 
+# A column's schema field, kind and the names its statistics may use (physical name first).
+_ColumnPlan = tuple[StructField | None, Kind | None, list[str]]
+
+
 class _FileView:
     """One AddFile read through the table's schema and partition columns."""
 
@@ -165,8 +169,11 @@ class _FileView:
         partition_columns: Sequence[str],
         *,
         exact: bool | None = None,
+        plans: dict[str, _ColumnPlan] | None = None,
     ):
         self.schema = schema
+        # How each column is looked up; a caller viewing many files shares one cache.
+        self._plans: dict[str, _ColumnPlan] = {} if plans is None else plans
         self.partitions = {c.lower() for c in partition_columns}
         self.partition_values = {k.lower(): v for k, v in (file.partition_values or {}).items()}
         self.num_records: int | None = None
@@ -207,9 +214,12 @@ class _FileView:
             return rng
 
     def _column(self, name: str) -> _Range | None:
-        f = self.schema.get(name)
-        kind = kind_of_type(f.type) if f is not None else None
-        names = self._names(name, f)
+        plan = self._plans.get(name)
+        if plan is None:
+            field = self.schema.get(name)
+            kind_ = kind_of_type(field.type) if field is not None else None
+            plan = self._plans[name] = (field, kind_, self._names(name, field))
+        f, kind, names = plan
         if name.lower() in self.partitions:
             raw = next(
                 (self.partition_values[n] for n in names if n in self.partition_values), None

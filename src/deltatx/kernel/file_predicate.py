@@ -18,6 +18,7 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     _FLIPPED,
     _T,
+    _ColumnPlan,
     _FileView,
     _mask,
     _needs_exact,
@@ -51,7 +52,7 @@ class FilePredicate:
     column's kind, once here rather than once per file.
     """
 
-    __slots__ = ("_exact", "_parts", "_schema", "_test")
+    __slots__ = ("_exact", "_parts", "_plans", "_schema", "_test")
 
     def __init__(
         self, predicate: Expression, *, schema: StructType, partition_columns: Sequence[str]
@@ -60,11 +61,12 @@ class FilePredicate:
         self._schema = schema
         self._parts = tuple(partition_columns)
         self._exact = _needs_exact(schema)
+        self._plans: dict[str, _ColumnPlan] = {}
         self._test = _compile(predicate, schema, {c.lower() for c in partition_columns})
 
     def may_match(self, file: AddFile) -> bool:
         """Exactly ``file_may_match(predicate, file, ...)``."""
-        view = _FileView(file, self._schema, self._parts, exact=self._exact)
+        view = _FileView(file, self._schema, self._parts, exact=self._exact, plans=self._plans)
         if view.num_records == 0:
             return False
         return self._test(view)
@@ -119,13 +121,23 @@ def _compile_or(expr: Or, schema: StructType, parts: set[str]) -> _Test:
     # Equalities on one partition column (the usual read set of partition-wise writers) become
     # one lookup of the file's partition value in a set of literals.
     values: dict[str, set[Any]] = {}
+    # Conjunctions of comparisons on one column (id ranges), per column: its range is then
+    # looked up once for all of them.
+    ranges: dict[str, tuple[str, list[tuple[_RangeTest, ...]]]] = {}
     tests: list[_Test] = []
     for child in expr.children:
         equality = _partition_equality(child, schema, parts)
         if equality is not None:
             values.setdefault(equality[0], set()).add(equality[1])
-        else:
-            tests.append(_compile(child, schema, parts))
+            continue
+        conjunction = _one_column_checks(child, schema, parts)
+        if conjunction is not None:
+            name, checks = conjunction
+            ranges.setdefault(name.lower(), (name, []))[1].append(checks)
+            continue
+        tests.append(_compile(child, schema, parts))
+    for name, alternatives in ranges.values():
+        tests.insert(0, _any_range(name, tuple(alternatives)))
     for name, literals in values.items():
         tests.insert(0, _value_in(name, frozenset(literals)))
     compiled = tuple(tests)
@@ -134,6 +146,34 @@ def _compile_or(expr: Or, schema: StructType, parts: set[str]) -> _Test:
         return any(t(view) for t in compiled)
 
     return any_true
+
+
+def _one_column_checks(
+    expr: Expression, schema: StructType, parts: set[str]
+) -> tuple[str, tuple[_RangeTest, ...]] | None:
+    """A comparison, or an AND of comparisons, on one column: the column and its tests."""
+    children = expr.children if isinstance(expr, And) else (expr,)
+    leaves = [_compile_comparison(c, schema, parts) for c in children]
+    if not leaves or any(leaf is None for leaf in leaves):
+        return None
+    compiled = [leaf for leaf in leaves if leaf is not None]
+    if len({name.lower() for name, _ in compiled}) != 1:
+        return None
+    return compiled[0][0], tuple(check for _, check in compiled)
+
+
+def _any_range(name: str, alternatives: tuple[tuple[_RangeTest, ...], ...]) -> _Test:
+    def lookup(view: _FileView) -> bool:
+        rng = view.column(name)
+        for checks in alternatives:
+            for check in checks:
+                if not check(rng):
+                    break
+            else:
+                return True
+        return False
+
+    return lookup
 
 
 def _value_in(name: str, literals: frozenset[Any]) -> _Test:
