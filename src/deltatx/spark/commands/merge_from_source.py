@@ -26,6 +26,7 @@ from deltatx.kernel.expressions import (
     and_,
 )
 from deltatx.kernel.expressions import Column as KernelColumn
+from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructType
@@ -130,16 +131,21 @@ def stage_source_driven(
             *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
         ).collect()[0]
         num_source_rows = int(summary["rows"])
-        read = predicate
+        # The transaction records the ON condition's target conjuncts as its read, as
+        # documented (a MERGE on join keys alone may conflict with writes anywhere); the key
+        # range only spares reading files that cannot hold a match.
+        reach: list[Expression] = []
         for i, (name, _) in enumerate(keys):
             lo, hi = summary[f"lo{i}"], summary[f"hi{i}"]
             if lo is not None and hi is not None:
-                read = and_(
-                    read,
-                    Comparison(ComparisonOp.GE, KernelColumn(name), Literal(lo)),
-                    Comparison(ComparisonOp.LE, KernelColumn(name), Literal(hi)),
-                )
-        candidates = txn.scan(None if read == TRUE else read)
+                reach.append(Comparison(ComparisonOp.GE, KernelColumn(name), Literal(lo)))
+                reach.append(Comparison(ComparisonOp.LE, KernelColumn(name), Literal(hi)))
+        candidates = txn.scan(None if predicate == TRUE else predicate)
+        if reach:
+            in_range = FilePredicate(
+                and_(*reach), schema=schema, partition_columns=txn.partition_columns
+            )
+            candidates = [f for f in candidates if in_range.may_match(f)]
         target = read_addressed(spark, txn, candidates).alias(target_alias)
         matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
         matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
@@ -205,7 +211,7 @@ def stage_source_driven(
     dvs_added = dvs_removed = 0
     if use_dvs:
         dv_changes = mark_deleted(txn, candidates, changed)
-        record_row_level(txn, candidates, changed, predicate=read, condition=condition)
+        record_row_level(txn, candidates, changed, predicate=predicate, condition=condition)
         removed = [candidates[i] for i in sorted(touched)][: dv_changes.removed_files]
         dvs_added, dvs_removed = dv_changes.dvs_added, replaced_vectors(candidates, changed)
     else:
