@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from benchmarks import metadata_cases, replay_case, report
@@ -43,6 +44,15 @@ def main(argv: list[str] | None = None) -> int:
         "--out", help="results directory (default: benchmarks/results, quick: .../results/quick)"
     )
     parser.add_argument("--workdir", help="where tables are built (default: a temp dir)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        help="with --only spark: the target size of the DML and deletion-vector cases (7, 8)",
+    )
+    parser.add_argument(
+        "--cases",
+        help="with --only spark: the case numbers to run, comma-separated (e.g. 7,8,9)",
+    )
     args = parser.parse_args(argv)
 
     suite = "quick" if args.quick else "full"
@@ -71,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             from benchmarks import spark_cases
 
             spark_sizes = spark_cases.QUICK if args.quick else spark_cases.FULL
-            spark_rows, startup = spark_cases.run_all(workdir, spark_sizes, _log)
+            if args.rows:
+                spark_sizes = replace(spark_sizes, dml_rows=args.rows, dv_rows=args.rows)
+            chosen = frozenset(args.cases.split(",")) if args.cases else None
+            spark_rows, startup = spark_cases.run_all(workdir, spark_sizes, _log, chosen)
             rows += spark_rows
             if not args.quick:
                 notes.append(

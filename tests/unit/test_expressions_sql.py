@@ -26,7 +26,12 @@ from deltatx.kernel.expressions import (
     Or,
 )
 from deltatx.kernel.schema import ArrayType, PrimitiveType, StructField, StructType
-from deltatx.spark.expressions import column_sql_text, merge_target_predicate, parse_condition
+from deltatx.spark.expressions import (
+    column_sql_text,
+    merge_key_pairs,
+    merge_target_predicate,
+    parse_condition,
+)
 
 SCHEMA = StructType(
     (
@@ -237,3 +242,22 @@ def test_deterministic_conditions_keep_row_level_concurrency(sql: str) -> None:
         row_level_limitation(parse_condition(sql, schema=SCHEMA), SCHEMA, condition_text=sql)
         is None
     )
+
+
+@pytest.mark.parametrize(
+    ("on", "expected"),
+    [
+        ("t.id = s.id", [("id", "s.id")]),
+        ("s.user_id = t.USER_ID AND t.date = '2024-01-01'", [("user_id", "s.user_id")]),
+        ("t.id = s.id AND s.date = t.date", [("id", "s.id"), ("date", "s.date")]),
+        # Not a key equality: an expression, an inequality, an OR, a struct field, the target.
+        ("t.id = s.id + 1", []),
+        ("t.id < s.id", []),
+        ("t.id = s.id OR t.v = s.v", []),
+        ("t.id = info.a", []),
+        ("t.id = t.user_id", []),
+    ],
+)
+def test_merge_key_pairs(on: str, expected: list[tuple[str, str]]) -> None:
+    """The key equalities whose source range can bound the target rows a MERGE touches."""
+    assert merge_key_pairs(on, schema=SCHEMA, target_alias="t") == expected

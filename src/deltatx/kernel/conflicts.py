@@ -32,8 +32,8 @@ from deltatx.kernel.actions import (
     SetTransaction,
 )
 from deltatx.kernel.column_mapping import physical_columns
-from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import Expression, columns_of, or_, to_sql
+from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation
 from deltatx.kernel.row_level.limitations import FALLBACK_HINT
@@ -181,6 +181,9 @@ class ConflictChecker:
         self._changes_metadata = any(isinstance(a, Metadata) for a in acts)
         preds = pending.read_set.predicates
         self._predicate: Expression = or_(*preds)
+        self._file_predicate = FilePredicate(
+            self._predicate, schema=pending.schema, partition_columns=pending.partition_columns
+        )
 
     def check(self, winner: WinningCommit) -> None:
         """Raises the conflict the winner causes, if any.
@@ -361,15 +364,7 @@ class ConflictChecker:
                 # A compaction's output holds rows that were already in the table; if they were
                 # ones this transaction read, the delete/read check catches the removed source.
                 continue
-            if read.read_whole_table or (
-                read.predicates
-                and file_may_match(
-                    self._predicate,
-                    add,
-                    schema=pending.schema,
-                    partition_columns=pending.partition_columns,
-                )
-            ):
+            if read.read_whole_table or (read.predicates and self._file_predicate.may_match(add)):
                 raise ConcurrentAppendException(
                     winning_version=winner.version,
                     winning_operation=winner.operation,

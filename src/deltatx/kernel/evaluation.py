@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import PHYSICAL_NAME_KEY
@@ -140,9 +141,12 @@ def _widen(expr: Expression, parts: set[str], *, negate: bool) -> Expression:
 # --------------------------------------------------------------------------- file evaluation
 
 
-@dataclass(frozen=True, slots=True)
-class _Range:
-    """What the non-null values of a column in one file can be."""
+class _Range(NamedTuple):
+    """What the non-null values of a column in one file can be.
+
+    A named tuple rather than a frozen dataclass: a conflict check builds one per column of
+    every file a winner added, and a tuple is several times cheaper to make.
+    """
 
     kind: Kind | None
     lo: Typed | None  # None: unbounded below
@@ -152,11 +156,25 @@ class _Range:
     exact: bool = False  # one known value (a partition value)
 
 
+# A column's schema field, kind and the names its statistics may use (physical name first).
+_ColumnPlan = tuple[StructField | None, Kind | None, list[str]]
+
+
 class _FileView:
     """One AddFile read through the table's schema and partition columns."""
 
-    def __init__(self, file: AddFile, schema: StructType, partition_columns: Sequence[str]):
+    def __init__(
+        self,
+        file: AddFile,
+        schema: StructType,
+        partition_columns: Sequence[str],
+        *,
+        exact: bool | None = None,
+        plans: dict[str, _ColumnPlan] | None = None,
+    ):
         self.schema = schema
+        # How each column is looked up; a caller viewing many files shares one cache.
+        self._plans: dict[str, _ColumnPlan] = {} if plans is None else plans
         self.partitions = {c.lower() for c in partition_columns}
         self.partition_values = {k.lower(): v for k, v in (file.partition_values or {}).items()}
         self.num_records: int | None = None
@@ -167,12 +185,10 @@ class _FileView:
         # A predicate names the same columns many times (the OR of a read set's predicates):
         # each column's range is worked out once per file.
         self._ranges: dict[str, _Range | None] = {}
+        self._stats_text = file.stats
+        self._exact: dict[str, Any] | None = None
         if file.stats:
-            try:
-                stats = json.loads(file.stats, parse_float=Decimal)
-            except (ValueError, TypeError, RecursionError):
-                # Unreadable statistics (even hostile nesting) only cost pruning.
-                stats = None
+            stats = _parse_stats(file.stats, exact=_needs_exact(schema) if exact is None else exact)
             if isinstance(stats, dict):
                 self.has_stats = True
                 n = stats.get("numRecords")
@@ -199,9 +215,12 @@ class _FileView:
             return rng
 
     def _column(self, name: str) -> _Range | None:
-        f = self.schema.get(name)
-        kind = kind_of_type(f.type) if f is not None else None
-        names = self._names(name, f)
+        plan = self._plans.get(name)
+        if plan is None:
+            field = self.schema.get(name)
+            kind_ = kind_of_type(field.type) if field is not None else None
+            plan = self._plans[name] = (field, kind_, self._names(name, field))
+        f, kind, names = plan
         if name.lower() in self.partitions:
             raw = next(
                 (self.partition_values[n] for n in names if n in self.partition_values), None
@@ -221,8 +240,13 @@ class _FileView:
             nulls = None
         may_be_null = nulls is None or nulls > 0
         may_have_value = nulls is None or n is None or nulls < n
-        lo = parse_stat_value(next((self.min[k] for k in names if k in self.min), None), kind)
-        hi = parse_stat_value(next((self.max[k] for k in names if k in self.max), None), kind)
+        raw_lo = next((self.min[k] for k in names if k in self.min), None)
+        raw_hi = next((self.max[k] for k in names if k in self.max), None)
+        if kind is not Kind.FRACTIONAL and (isinstance(raw_lo, float) or isinstance(raw_hi, float)):
+            # A bound written with a fraction or exponent, read back exactly as its digits.
+            raw_lo, raw_hi = self._exact_bounds(names)
+        lo = parse_stat_value(raw_lo, kind)
+        hi = parse_stat_value(raw_hi, kind)
         if _TYPE_CHANGES in f.metadata:
             # Type widening: files written before the change hold bounds in the older type,
             # which need not read the same in the new one (a date as a timestamp).
@@ -236,6 +260,39 @@ class _FileView:
             if lo is not None and lo.value != lo.value:
                 lo = hi = None
         return _Range(kind, lo, hi, may_be_null, may_have_value)
+
+    def _exact_bounds(self, names: Sequence[str]) -> tuple[Any, Any]:
+        if self._exact is None:
+            parsed = _parse_stats(self._stats_text or "", exact=True)
+            self._exact = parsed if isinstance(parsed, dict) else {}
+        lo, hi = (
+            _lower_keys(self._exact.get("minValues")),
+            _lower_keys(self._exact.get("maxValues")),
+        )
+        return next((lo[k] for k in names if k in lo), None), next(
+            (hi[k] for k in names if k in hi), None
+        )
+
+
+def _needs_exact(schema: StructType) -> bool:
+    """Whether statistics must be read with exact decimals (the table has a decimal column)."""
+    return any(kind_of_type(f.type) is Kind.DECIMAL for f in schema.fields)
+
+
+def _parse_stats(text: str, *, exact: bool) -> Any:
+    """A file's statistics JSON; None when unreadable (which only costs pruning).
+
+    Binary floats are exact for double columns; ``exact`` reads every fraction as a Decimal.
+    """
+    if not exact:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # NaN tokens, huge integers, deep nesting: the standard parser decides
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def _lower_keys(obj: Any) -> dict[str, Any]:

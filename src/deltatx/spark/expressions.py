@@ -158,6 +158,44 @@ def merge_target_predicate(
     return and_(*kept)
 
 
+def merge_key_pairs(
+    condition: str, *, schema: StructType, target_alias: str
+) -> list[tuple[str, str]]:
+    """The ``target.column = source.column`` conjuncts of a MERGE ON condition.
+
+    Only a matched source row's key can equal a target row's, so the range of the source's
+    keys bounds which target rows the MERGE can touch.
+
+    Returns:
+        (target column as the schema spells it, source column as Spark SQL) per conjunct.
+
+    Raises:
+        InvalidConditionError: The condition does not parse.
+    """
+    tree = _Translator(condition, schema, (target_alias,)).parse()
+    target = target_alias.lower()
+    pairs: list[tuple[str, str]] = []
+    for conj in _conjuncts(tree):
+        if not isinstance(conj, exp.EQ):
+            continue
+        for t, s in ((conj.this, conj.expression), (conj.expression, conj.this)):
+            if not (isinstance(t, exp.Column) and isinstance(s, exp.Column)):
+                continue
+            field = schema.get(t.name)
+            if (
+                field is not None
+                and t.table.lower() == target
+                and t.args.get("db") is None
+                and s.table
+                and s.table.lower() != target
+                and s.args.get("db") is None
+                and schema.get(s.table) is None
+            ):
+                pairs.append((field.name, s.sql(dialect="spark")))
+                break
+    return pairs
+
+
 def condition_qualifiers(condition: str, *, schema: StructType) -> tuple[str, ...]:
     """The table aliases a condition qualifies columns with (``t`` in ``t.country = 'DE'``).
 

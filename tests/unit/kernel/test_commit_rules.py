@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deltatx.errors import (
     AppendOnlyViolationError,
@@ -23,8 +25,14 @@ from deltatx.kernel.actions import (
     ProtocolAction,
     RemoveFile,
 )
-from deltatx.kernel.commit_rules import check_allowed, check_commit, check_data_path
+from deltatx.kernel.commit_rules import (
+    _PLAIN_RELATIVE,
+    check_allowed,
+    check_commit,
+    check_data_path,
+)
 from deltatx.kernel.deletion_vectors import z85_encode
+from deltatx.kernel.file_paths import relative_to, resolve
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.table_configuration import TableConfiguration
 
@@ -189,3 +197,24 @@ def test_files_checked_against_the_constraints_may_be_added() -> None:
 def test_relative_paths_must_not_climb_out(path: str) -> None:
     with pytest.raises(InvalidArgumentError):
         check_data_path(path, root=ROOT)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text(alphabet="ab_=-./%:2eE\x00", max_size=14))
+def test_plain_paths_accepted_at_once_lie_below_the_root(path: str) -> None:
+    """The shortcut for plain relative paths accepts only what the full resolution accepts."""
+    if not _PLAIN_RELATIVE.fullmatch(path):
+        return
+    location = resolve(path, root=ROOT)
+    relative = relative_to(location, root=ROOT)
+    assert relative is not None
+    assert relative == path
+    check_data_path(path, root=ROOT)
+
+
+@pytest.mark.parametrize("path", ["_delta_log/x.parquet", "a/./b", "a/../b", ".x", "a..b/c"])
+def test_paths_outside_the_shortcut_take_the_full_check(path: str) -> None:
+    assert not _PLAIN_RELATIVE.fullmatch(path) or path.startswith("_delta_log")
+    if path.startswith("_delta_log"):
+        with pytest.raises(InvalidArgumentError, match="_delta_log"):
+            check_data_path(path, root=ROOT)

@@ -4,7 +4,9 @@ The ON condition's target-only conjuncts (``t.date = '2024-01-01'``) prune the t
 are the recorded read predicate, so the docs's advice (put the partition in the condition)
 really keeps concurrent merges on different partitions apart.
 
-Plan: the candidate target files (with each row's file and row index) are outer-joined with the
+A MERGE without NOT MATCHED BY SOURCE clauses follows the source
+(:mod:`deltatx.spark.commands.merge_from_source`). Otherwise every candidate target row may
+change: the candidate files (with each row's file and row index) are outer-joined with the
 source; every joined row gets the index of the first clause that applies to it. One
 aggregation finds ambiguous matches, the touched files and the counts; the write then emits
 the rows of the touched files (updated, deleted or copied) plus the inserted rows.
@@ -13,16 +15,16 @@ the rows of the touched files (updated, deleted or copied) plus the inserted row
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Sequence
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
-from deltatx.kernel.expressions import TRUE, to_sql
+from deltatx.kernel.expressions import (
+    TRUE,
+)
 from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructField, StructType
@@ -34,10 +36,21 @@ from deltatx.spark.commands.common import (
     condition_column,
     record,
     to_delta_schema,
-    to_spark_schema,
     write_data,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
+from deltatx.spark.commands.merge_clauses import (
+    ACTION,
+    AMBIGUOUS,
+    COPY,
+    DROP,
+    ClauseKind,
+    MergeClause,
+    merge_parameters,
+    output_columns,
+    source_column,
+)
+from deltatx.spark.commands.merge_from_source import stage_source_driven
 from deltatx.spark.commands.rewrite import (
     FILE_INDEX_COLUMN,
     ROW_INDEX_COLUMN,
@@ -48,39 +61,10 @@ from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.expressions import merge_target_predicate
 from deltatx.spark.schema import quote_column
 
-_ACTION = "__deltatx_action"
+__all__ = ["ClauseKind", "MergeClause", "stage_merge"]
+
 _IN_TARGET = "__deltatx_in_target"
 _IN_SOURCE = "__deltatx_in_source"
-_COPY = -1
-_DROP = -2
-
-
-class ClauseKind(StrEnum):
-    """The seven kinds of MERGE clause."""
-
-    MATCHED_UPDATE = "matched_update"
-    MATCHED_DELETE = "matched_delete"
-    NOT_MATCHED_INSERT = "not_matched_insert"
-    NOT_MATCHED_BY_SOURCE_UPDATE = "not_matched_by_source_update"
-    NOT_MATCHED_BY_SOURCE_DELETE = "not_matched_by_source_delete"
-
-    @property
-    def group(self) -> str:
-        """Which rows the clause applies to: matched, not_matched or by_source."""
-        if self.value.startswith("matched"):
-            return "matched"
-        if self.value.startswith("not_matched_by_source"):
-            return "by_source"
-        return "not_matched"
-
-
-@dataclass(frozen=True, slots=True)
-class MergeClause:
-    """One WHEN clause. ``assignments`` None with an update/insert means ``*`` (all columns)."""
-
-    kind: ClauseKind
-    condition: str | Column | None = None
-    assignments: Mapping[str, str | Column] | None = field(default=None)
 
 
 def stage_merge(
@@ -119,6 +103,20 @@ def stage_merge(
         if isinstance(condition, str)
         else TRUE
     )
+    # The source-driven path writes no change data yet: a table recording its changes takes
+    # the general path, which does.
+    by_source = any(c.kind.group == "by_source" for c in clauses)
+    if not by_source and not txn.configuration.change_data_feed:
+        return stage_source_driven(
+            spark,
+            txn,
+            source=source,
+            condition=condition,
+            clauses=clauses,
+            target_alias=t_alias,
+            predicate=predicate,
+            started=started,
+        )
     step("scanning")
     candidates = txn.scan(None if predicate == TRUE else predicate)
     target = (
@@ -126,7 +124,7 @@ def stage_merge(
     )
     source_tagged = source.select(
         "*",
-        *[F.col(quote_column(c)).alias(_src_name(i)) for i, c in enumerate(source.columns)],
+        *[F.col(quote_column(c)).alias(source_column(i)) for i, c in enumerate(source.columns)],
         F.lit(True).alias(_IN_SOURCE),
     )
     groups = {c.kind.group for c in clauses}
@@ -137,8 +135,8 @@ def stage_merge(
     how = "full" if keep_target and keep_source else ("left" if keep_target else "right")
     try:
         joined = target.join(source_tagged, on=condition_column(condition), how=how)
-        classified = joined.withColumn(_ACTION, _action_column(clauses))
-        out_columns = _output_columns(schema, clauses, source.columns, t_alias)
+        classified = joined.withColumn(ACTION, _action_column(clauses))
+        out_columns = output_columns(schema, clauses, source.columns, t_alias)
         _ = classified.select(*out_columns).schema  # analyse now: fail before writing
     except InvalidArgumentError:
         raise
@@ -174,17 +172,12 @@ def stage_merge(
                 .collect()
             )
             if dup:
-                raise InvalidArgumentError(
-                    "merge refused: several source rows matched the same target row, so which "
-                    "one should win is ambiguous. Deduplicate the source (e.g. keep the latest "
-                    "row per key) or make the ON condition match at most one source row per "
-                    "target row. Nothing was written."
-                )
-        counts = classified.groupBy(FILE_INDEX_COLUMN, _ACTION).count().collect()
+                raise InvalidArgumentError(AMBIGUOUS)
+        counts = classified.groupBy(FILE_INDEX_COLUMN, ACTION).count().collect()
         touched: set[int] = set()
         per_action: dict[int, int] = {}
         for r in counts:
-            action = int(r[_ACTION])
+            action = int(r[ACTION])
             per_action[action] = per_action.get(action, 0) + int(r["count"])
             if r[FILE_INDEX_COLUMN] is not None and action >= 0:
                 touched.add(int(r[FILE_INDEX_COLUMN]))
@@ -198,17 +191,17 @@ def stage_merge(
             # Deletion vectors: the changed target rows are marked deleted and only the new
             # versions (updates) and inserts are written; no unchanged row is copied.
             changed = collect_addresses(
-                classified.filter(F.col(_IN_TARGET).isNotNull() & (F.col(_ACTION) >= 0)).select(
+                classified.filter(F.col(_IN_TARGET).isNotNull() & (F.col(ACTION) >= 0)).select(
                     FILE_INDEX_COLUMN, ROW_INDEX_COLUMN
                 )
             )
-            keep = F.col(_ACTION).isin(sorted(inserts | updates) or [-99])
+            keep = F.col(ACTION).isin(sorted(inserts | updates) or [-99])
         else:
             keep = (
                 F.col(FILE_INDEX_COLUMN).isin(sorted(touched)) if touched else F.lit(False)
-            ) | F.col(_ACTION).isin(sorted(inserts) or [-99])
-        result = classified.filter(keep & ~F.col(_ACTION).isin(sorted(deletes) or [-99]))
-        result = result.filter(F.col(_ACTION) != _DROP).select(*out_columns)
+            ) | F.col(ACTION).isin(sorted(inserts) or [-99])
+        result = classified.filter(keep & ~F.col(ACTION).isin(sorted(deletes) or [-99]))
+        result = result.filter(F.col(ACTION) != DROP).select(*out_columns)
         added = []
         if touched or any(per_action.get(i, 0) for i in inserts):
             added = write_data(txn, result, recompute_generated=True)
@@ -216,7 +209,7 @@ def stage_merge(
             # An insert-only merge needs no change file: its adds are its changes.
             changes = merge_changes(
                 classified,
-                clause=F.col(_ACTION),
+                clause=F.col(ACTION),
                 in_target=F.col(_IN_TARGET).isNotNull(),
                 before=[F.col(f"`{t_alias}`.`{f.name}`").alias(f.name) for f in schema.fields],
                 after=out_columns,
@@ -256,37 +249,19 @@ def stage_merge(
         num_deletion_vectors_removed=dvs_removed,
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
-    params = {
-        "predicate": str(condition) if isinstance(condition, str) else "<Column>",
-        "targetPredicate": to_sql(predicate),
-        "matchedPredicates": [_describe(c) for c in clauses if c.kind.group == "matched"],
-        "notMatchedPredicates": [_describe(c) for c in clauses if c.kind.group == "not_matched"],
-        "notMatchedBySourcePredicates": [
-            _describe(c) for c in clauses if c.kind.group == "by_source"
-        ],
-    }
-    return record(txn, OperationName.MERGE, metrics, params)
+    return record(
+        txn, OperationName.MERGE, metrics, merge_parameters(condition, predicate, clauses)
+    )
 
 
 def _copied_rows(counts: list[Row], touched: set[int]) -> int:
     return sum(
         int(r["count"])
         for r in counts
-        if int(r[_ACTION]) == _COPY
+        if int(r[ACTION]) == COPY
         and r[FILE_INDEX_COLUMN] is not None
         and int(r[FILE_INDEX_COLUMN]) in touched
     )
-
-
-def _src_name(i: int) -> str:
-    return f"__deltatx_src_{i}"
-
-
-def _describe(clause: MergeClause) -> dict[str, str]:
-    out = {"actionType": clause.kind.value.rsplit("_", 1)[-1]}
-    if clause.condition is not None:
-        out["predicate"] = str(clause.condition)
-    return out
 
 
 def _action_column(clauses: Sequence[MergeClause]) -> Column:
@@ -298,7 +273,7 @@ def _action_column(clauses: Sequence[MergeClause]) -> Column:
         "not_matched": ~in_t & in_s,
         "by_source": in_t & ~in_s,
     }
-    expr = F.when(in_t, F.lit(_COPY)).otherwise(F.lit(_DROP))
+    expr = F.when(in_t, F.lit(COPY)).otherwise(F.lit(DROP))
     for i in reversed(range(len(clauses))):
         c = clauses[i]
         applies = situations[c.kind.group]
@@ -306,53 +281,6 @@ def _action_column(clauses: Sequence[MergeClause]) -> Column:
             applies = applies & F.coalesce(condition_column(c.condition), F.lit(False))
         expr = F.when(applies, F.lit(i)).otherwise(expr)
     return expr
-
-
-def _output_columns(
-    schema: StructType,
-    clauses: Sequence[MergeClause],
-    source_columns: Sequence[str],
-    target_alias: str,
-) -> list[Column]:
-    spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
-    positions = {c.lower(): i for i, c in enumerate(source_columns)}
-    columns: list[Column] = []
-    for f in schema.fields:
-        expr: Column | None = None
-        for i, c in enumerate(clauses):
-            if c.kind.value.endswith("delete"):
-                continue
-            value = _clause_value(
-                c, f.name, positions, is_insert=c.kind is ClauseKind.NOT_MATCHED_INSERT
-            )
-            if value is None:
-                continue
-            cond = F.col(_ACTION) == i
-            expr = (
-                F.when(cond, value.cast(spark_types[f.name]))
-                if expr is None
-                else expr.when(cond, value.cast(spark_types[f.name]))
-            )
-        # Qualified by the target alias: the source may have a column of the same name.
-        base = F.col(f"`{target_alias}`.`{f.name}`")
-        columns.append((base if expr is None else expr.otherwise(base)).alias(f.name))
-    return columns
-
-
-def _clause_value(
-    clause: MergeClause, column: str, positions: Mapping[str, int], *, is_insert: bool
-) -> Column | None:
-    if clause.assignments is None:
-        pos = positions.get(column.lower())
-        if pos is None:
-            if is_insert:
-                return F.lit(None)
-            return None
-        return F.col(_src_name(pos))
-    for name, value in clause.assignments.items():
-        if name.lower() == column.lower():
-            return value if isinstance(value, Column) else F.expr(value)
-    return F.lit(None) if is_insert else None
 
 
 def _evolve_schema(

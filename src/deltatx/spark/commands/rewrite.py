@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from deltatx.kernel.actions import AddFile
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import write_data
+from deltatx.spark.dv_filter import live_rows_filter
 from deltatx.spark.scan import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, files_to_dataframe
 
 __all__ = [
@@ -50,18 +51,17 @@ def read_addressed(
 ) -> DataFrame:
     """The live rows of ``files`` with each row's file index and row index as extra columns.
 
-    Rows deleted by a file's deletion vector are dropped; row indexes stay physical (they
-    count deleted rows too), which is what a new deletion vector records.
+    Rows deleted by a file's deletion vector are dropped by the filter reads use (each task
+    loads its own file's vector; no deleted row id passes through the driver); row indexes
+    stay physical (they count deleted rows too), which is what a new deletion vector records.
     """
-    from deltatx.spark.deletion_vectors import deleted_rows_filter
-
     return files_to_dataframe(
         spark,
         table_path=txn.log.table_path,
         files=files,
         schema=txn.schema,
         partition_columns=txn.partition_columns,
-        row_filter=deleted_rows_filter(spark, txn.log, files),
+        row_filter=live_rows_filter(txn.log, files),
         with_address=True,
         column_mapping=txn.configuration.column_mapping_mode,
     )

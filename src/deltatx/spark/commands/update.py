@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
@@ -37,6 +38,8 @@ from deltatx.spark.commands.rewrite import (
 )
 from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.schema import quote_column
+
+_KEEP = StorageLevel.MEMORY_AND_DISK
 
 
 def stage_update(
@@ -122,17 +125,22 @@ def _stage_dv_update(
 
     Only the matched rows are written (to new files); no unchanged row is copied.
     """
-    hit_rows = read_addressed(spark, txn, candidates).filter(cond)
-    matched = collect_addresses(hit_rows)
-    added: list[AddFile] = []
-    if matched:
-        updated = _updated_columns(txn, F.lit(True), assignments)
-        added = write_data(
-            txn, without_address(hit_rows).select(*updated), recompute_generated=True
-        )
-        if records_changes(txn):
-            change_rows = update_changes(without_address(hit_rows), updated)
-            stage_change_data(txn, change_rows, covering=[*candidates, *added])
+    # The matched rows are kept once found: their addresses and their new versions then come
+    # from one scan of the candidates, not two.
+    hit_rows = read_addressed(spark, txn, candidates).filter(cond).persist(_KEEP)
+    try:
+        matched = collect_addresses(hit_rows)
+        added: list[AddFile] = []
+        if matched:
+            updated = _updated_columns(txn, F.lit(True), assignments)
+            added = write_data(
+                txn, without_address(hit_rows).select(*updated), recompute_generated=True
+            )
+            if records_changes(txn):
+                change_rows = update_changes(without_address(hit_rows), updated)
+                stage_change_data(txn, change_rows, covering=[*candidates, *added])
+    finally:
+        hit_rows.unpersist()
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)
     metrics = UpdateMetrics(

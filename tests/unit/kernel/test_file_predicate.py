@@ -1,0 +1,98 @@
+"""The compiled file predicate answers exactly as file_may_match does."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.evaluation import file_may_match
+from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, Literal, Or
+from deltatx.kernel.file_predicate import FilePredicate
+from deltatx.kernel.schema import PrimitiveType, StructField, StructType
+
+from .test_evaluation import cmp, file, make_file, scenario
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario(), st.lists(scenario(), max_size=3))
+def test_compiled_predicate_agrees_with_file_may_match(
+    case: tuple[StructType, list[dict[str, Any]], Expression],
+    more: list[tuple[StructType, list[dict[str, Any]], Expression]],
+) -> None:
+    """A predicate compiled once (conflict checks) answers exactly as file_may_match, also
+    for an OR of several predicates (a read set), whose partition equalities share a lookup."""
+    schema, rows, pred = case
+    preds = [pred, *(p for s, _, p in more if s == schema)]
+    combined = Or(tuple(preds)) if len(preds) > 1 else pred
+    compiled = FilePredicate(combined, schema=schema, partition_columns=["p"])
+    for f in (make_file(rows), make_file(rows, with_stats=False)):
+        expected = file_may_match(combined, f, schema=schema, partition_columns=["p"])
+        assert compiled.may_match(f) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "partition", "expected"),
+    [
+        (["a", "b"], "b", True),
+        (["a", "b"], "c", False),
+        (["a"], None, False),
+        ([1, 2], "2", True),
+        ([1, 2], "02", True),
+        ([1, 2], "3", False),
+        ([1.0, 7], "1", True),
+    ],
+)
+def test_or_of_partition_equalities(
+    values: list[Any], partition: str | None, expected: bool
+) -> None:
+    kind = "string" if isinstance(values[0], str) else "long"
+    schema = StructType(
+        (StructField("p", PrimitiveType(kind)), StructField("x", PrimitiveType("long")))
+    )
+    pred = Or(tuple(cmp("=", "p", v) for v in values))
+    f = file({"p": partition}, {"numRecords": 3})
+    compiled = FilePredicate(pred, schema=schema, partition_columns=["p"])
+    assert compiled.may_match(f) is expected
+    assert file_may_match(pred, f, schema=schema, partition_columns=["p"]) is expected
+
+
+@pytest.mark.parametrize(
+    ("stats", "literal", "expected"),
+    [
+        # Exact digits: a binary float would round 0.105 and wrongly rule the file out.
+        (
+            '{"numRecords":1,"minValues":{"m":0.105},"maxValues":{"m":0.105}}',
+            Decimal("0.105"),
+            True,
+        ),
+        ('{"numRecords":1,"minValues":{"i":1e3},"maxValues":{"i":2e3}}', 1500, True),
+        ('{"numRecords":1,"minValues":{"i":1e3},"maxValues":{"i":2e3}}', 2500, False),
+        # Tokens only the standard parser reads still give usable statistics.
+        ('{"numRecords":1,"minValues":{"f":NaN,"i":5},"maxValues":{"i":5}}', 6, False),
+    ],
+)
+def test_statistics_are_read_exactly(stats: str, literal: Any, expected: bool) -> None:
+    schema = StructType(
+        (
+            StructField("i", PrimitiveType("long")),
+            StructField("f", PrimitiveType("double")),
+            StructField("m", PrimitiveType("decimal(10,3)")),
+        )
+    )
+    column = "m" if isinstance(literal, Decimal) else "i"
+    pred = Comparison(ComparisonOp.EQ, Column(column), Literal(literal))
+    f = AddFile(
+        path="f.parquet",
+        partition_values={},
+        size=1,
+        modification_time=0,
+        data_change=True,
+        stats=stats,
+    )
+    assert FilePredicate(pred, schema=schema, partition_columns=[]).may_match(f) is expected
+    assert file_may_match(pred, f, schema=schema, partition_columns=[]) is expected
