@@ -436,6 +436,44 @@ def test_the_change_feed_stream_starts_with_the_snapshot_and_counts_change_files
     ]
 
 
+def test_the_change_feed_reader_from_a_timestamp_takes_one_change_file_per_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    dt = _feed_table(spark, table, dv=False)
+    dt.update("id = 3", {"id": "30"})
+    log = DeltaLog.for_table(str(table))
+    second = datetime.fromtimestamp(log.commit_timestamp(2) / 1000, tz=UTC)
+    options = {
+        "path": str(table),
+        "readChangeFeed": "true",
+        "startingTimestamp": second.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        "maxFilesPerTrigger": "1",
+    }
+    source = DeltatxDataSource(options)
+    schema = source.schema()
+    assert schema.fieldNames() == ["id", *FEED]
+    reader = source.streamReader(schema)
+    assert isinstance(reader, DeltaStreamReader)
+    limit = reader.getDefaultReadLimit()
+    start = reader.initialOffset()
+    batches = []
+    while (end := reader.latestOffset(start, limit)) != start:
+        rows = [
+            row
+            for partition in reader.partitions(start, end)
+            for batch in reader.read(partition)
+            for row in batch.to_pylist()
+        ]
+        batches.append(sorted((r["id"], r["_change_type"], r["_commit_version"]) for r in rows))
+        start = end
+    # Version 3's UPDATE wrote one change data file holding both images of the row.
+    assert batches == [
+        [(3, "insert", 2)],
+        [(3, "update_preimage", 3), (30, "update_postimage", 3)],
+    ]
+
+
 def test_the_change_feed_stream_stops_where_changes_were_not_recorded(
     spark: SparkSession, tmp_path: Path
 ) -> None:

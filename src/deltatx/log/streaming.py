@@ -194,7 +194,9 @@ class StreamingLog:
 
         The batch stops before a commit the stream cannot pass, so the rows before it are
         delivered first; the next call, with no rows before that commit, raises. Without new
-        files the offset stays ``start``.
+        files the offset stays ``start``. A change feed stream takes each commit's change
+        files whole (a batch may pass the limits by one commit); its starting snapshot is
+        split by file.
 
         Args:
             start: Where the previous batch ended.
@@ -217,6 +219,16 @@ class StreamingLog:
                     return out, end
                 raise step.problem
             first = start.index + 1 if _same_version(step, start) else 0
+            if self.change_feed and not step.is_starting_version:
+                # A commit's changes go in one batch, so an update's pre- and post-images
+                # arrive together.
+                if out and _full(limits, len(out), size):
+                    return out, end
+                for i in range(first, len(step.files)):
+                    out.append(StreamFile(step.version, i, step.files[i]))
+                    size += step.files[i].size or 0
+                end = StreamOffset(start.reservoir_id, step.version + 1, -1, False)
+                continue
             for i in range(first, len(step.files)):
                 file = step.files[i]
                 if out and _full(limits, len(out), size):

@@ -280,7 +280,7 @@ def test_a_change_feed_stream_starts_with_the_snapshot_as_inserts(
     ]
 
 
-def test_change_commits_are_delivered_not_refused_in_a_change_feed_stream(
+def test_change_commits_are_delivered_whole_not_refused_in_a_change_feed_stream(
     cdf_store: MemoryLogStore,
 ) -> None:
     s = change_stream(cdf_store)
@@ -290,9 +290,16 @@ def test_change_commits_are_delivered_not_refused_in_a_change_feed_stream(
     ]
     assert drain(s, s.starting_offset(0, snapshot=False), ReadLimits(max_bytes=100)) == [
         ["s0a"],
+        ["c1a", "c1b"],
+        ["cdc2", "c1b"],
+    ]
+    # The starting snapshot is split file by file; commits are taken whole.
+    assert drain(s, s.starting_offset(1, snapshot=True), ReadLimits(max_files=1)) == [
         ["c1a"],
         ["c1b"],
-        ["cdc2", "c1b"],
+        ["s0a"],
+        ["cdc2"],
+        ["c1b"],
     ]
 
 
