@@ -474,6 +474,18 @@ def test_the_change_feed_reader_from_a_timestamp_takes_one_change_file_per_batch
     ]
 
 
+def test_only_a_stream_reads_the_change_feed_without_a_starting_version(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    _feed_table(spark, table, dv=False)
+    source = DeltatxDataSource({"path": str(table), "readChangeFeed": "true"})
+    assert isinstance(source.streamReader(source.schema()), DeltaStreamReader)
+    batch = DeltatxDataSource({"path": str(table), "readChangeFeed": "true"})
+    with pytest.raises(InvalidArgumentError, match="starting version or a starting timestamp"):
+        batch.reader(batch.schema())
+
+
 def test_the_change_feed_stream_stops_where_changes_were_not_recorded(
     spark: SparkSession, tmp_path: Path
 ) -> None:

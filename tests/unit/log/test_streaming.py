@@ -342,3 +342,29 @@ def test_a_change_feed_stream_stops_at_a_version_whose_changes_were_not_recorded
     with pytest.raises(ChangeDataNotRecordedError, match="stopped at version 1") as e:
         s.files_after(end, NO_LIMIT)
     assert e.value.version == 1
+
+
+@given(
+    commits=st.lists(st.lists(st.integers(1, 50), max_size=4), min_size=1, max_size=5),
+    max_files=st.one_of(st.none(), st.integers(1, 4)),
+    max_bytes=st.one_of(st.none(), st.integers(1, 120)),
+)
+def test_change_feed_batches_deliver_each_commit_whole_and_once(
+    commits: list[list[int]], max_files: int | None, max_bytes: int | None
+) -> None:
+    store = MemoryLogStore()
+    write_commit(store, ROOT, 0, [info(1_000, "CREATE TABLE"), PROTOCOL, CDF_ON])
+    owner = {}
+    for version, sizes in enumerate(commits, start=1):
+        files = [AddCDCFile(f"v{version}-{i}", {"part": "a"}, n) for i, n in enumerate(sizes)]
+        write_commit(store, ROOT, version, [info(1_000 + version), *files])
+        owner.update({f.path: version for f in files})
+    s = change_stream(store)
+    batches = drain(s, s.starting_offset(1, snapshot=False), ReadLimits(max_files, max_bytes))
+    assert [p for batch in batches for p in batch] == list(owner)
+    seen: set[int] = set()
+    for batch in batches:
+        versions = {owner[p] for p in batch}
+        # No commit is split across batches, and a batch ends at a commit's end.
+        assert not versions & seen
+        seen |= versions
