@@ -347,11 +347,175 @@ def test_a_metadata_change_during_a_stream_stops_it(spark: SparkSession, tmp_pat
     assert _ids(spark.read.format("delta").load(str(out))) == [1, 2, 3]
 
 
-def test_the_source_refuses_the_change_feed_for_now(spark: SparkSession, tmp_path: Path) -> None:
-    _append(spark, tmp_path / "t", [1])
-    source = DeltatxDataSource({"path": str(tmp_path / "t"), "readChangeFeed": "true"})
-    with pytest.raises(UnsupportedFeatureError, match="readChangeFeed"):
-        source.streamReader(source.schema())
+# --- the source with readChangeFeed --------------------------------------------------------
+
+FEED = ["_change_type", "_commit_version", "_commit_timestamp"]
+
+
+def _feed_table(spark: SparkSession, table: Path, *, dv: bool) -> DeltaTable:
+    properties = {"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": str(dv)}
+    DeltaTable.create(spark, str(table), schema="id long", properties=properties)
+    _append(spark, table, [1, 2])
+    _append(spark, table, [3])
+    return DeltaTable.for_path(spark, str(table))
+
+
+def _changes(df: DataFrame) -> list[tuple[int, str, int]]:
+    rows = df.collect()
+    assert all(r._commit_timestamp is not None for r in rows)
+    return sorted((r.id, r._change_type, r._commit_version) for r in rows)
+
+
+@pytest.mark.parametrize("dv", [False, True], ids=["copy-on-write", "dv"])
+def test_the_change_feed_streams_updates_and_deletes_as_change_rows(
+    spark: SparkSession, tmp_path: Path, dv: bool
+) -> None:
+    table = tmp_path / "t"
+    dt = _feed_table(spark, table, dv=dv)
+    dt.update("id = 2", {"id": "20"})
+    dt.delete("id = 3")
+    name = f"cdf_{'dv' if dv else 'cow'}"
+    query = _to_memory(
+        spark, name, tmp_path / "ck", table, readChangeFeed="true", startingVersion="1"
+    )
+    _finish(query)
+    df = spark.sql(f"SELECT * FROM {name}")
+    assert df.columns == ["id", *FEED]
+    # DELETE and UPDATE commits are what a change feed stream delivers, not failures.
+    assert _changes(df) == [
+        (1, "insert", 1),
+        (2, "insert", 1),
+        (2, "update_preimage", 3),
+        (3, "delete", 4),
+        (3, "insert", 2),
+        (20, "update_postimage", 3),
+    ]
+
+
+def test_the_change_feed_stream_starts_with_the_snapshot_and_counts_change_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    dt = _feed_table(spark, table, dv=False)
+    query = (
+        spark.readStream.format("delta")
+        .option("readChangeFeed", "true")
+        .option("maxFilesPerTrigger", "1")
+        .load(str(table))
+        .writeStream.format("memory")
+        .queryName("cdf_latest")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        # Without a starting version the first rows are the latest snapshot, as its inserts.
+        assert _changes(spark.sql("SELECT * FROM cdf_latest")) == [
+            (1, "insert", 2),
+            (2, "insert", 2),
+            (3, "insert", 2),
+        ]
+        # One change file per batch: the snapshot's two files arrive in two batches.
+        assert sorted(p["numInputRows"] for p in query.recentProgress if p["numInputRows"]) == [
+            1,
+            2,
+        ]
+        dt.delete("id = 1")
+        dt.optimize().execute_compaction()  # dataChange = false: passed over
+        _append(spark, table, [4])
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert _changes(spark.sql("SELECT * FROM cdf_latest")) == [
+        (1, "delete", 3),
+        (1, "insert", 2),
+        (2, "insert", 2),
+        (3, "insert", 2),
+        (4, "insert", 5),
+    ]
+
+
+def test_the_change_feed_reader_from_a_timestamp_takes_one_change_file_per_batch(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    dt = _feed_table(spark, table, dv=False)
+    dt.update("id = 3", {"id": "30"})
+    log = DeltaLog.for_table(str(table))
+    second = datetime.fromtimestamp(log.commit_timestamp(2) / 1000, tz=UTC)
+    options = {
+        "path": str(table),
+        "readChangeFeed": "true",
+        "startingTimestamp": second.strftime("%Y-%m-%d %H:%M:%S.%f"),
+        "maxFilesPerTrigger": "1",
+    }
+    source = DeltatxDataSource(options)
+    schema = source.schema()
+    assert schema.fieldNames() == ["id", *FEED]
+    reader = source.streamReader(schema)
+    assert isinstance(reader, DeltaStreamReader)
+    limit = reader.getDefaultReadLimit()
+    start = reader.initialOffset()
+    batches = []
+    while (end := reader.latestOffset(start, limit)) != start:
+        rows = [
+            row
+            for partition in reader.partitions(start, end)
+            for batch in reader.read(partition)
+            for row in batch.to_pylist()
+        ]
+        batches.append(sorted((r["id"], r["_change_type"], r["_commit_version"]) for r in rows))
+        start = end
+    # Version 3's UPDATE wrote one change data file holding both images of the row.
+    assert batches == [
+        [(3, "insert", 2)],
+        [(3, "update_preimage", 3), (30, "update_postimage", 3)],
+    ]
+
+
+def test_only_a_stream_reads_the_change_feed_without_a_starting_version(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    _feed_table(spark, table, dv=False)
+    source = DeltatxDataSource({"path": str(table), "readChangeFeed": "true"})
+    assert isinstance(source.streamReader(source.schema()), DeltaStreamReader)
+    batch = DeltatxDataSource({"path": str(table), "readChangeFeed": "true"})
+    with pytest.raises(InvalidArgumentError, match="starting version or a starting timestamp"):
+        batch.reader(batch.schema())
+
+
+def test_the_change_feed_stream_stops_where_changes_were_not_recorded(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    _append(spark, table, [1])
+    _append(spark, table, [2])
+    query = _to_memory(
+        spark, "cdf_off", tmp_path / "ck", table, readChangeFeed="true", startingVersion="0"
+    )
+    with pytest.raises(StreamingQueryException, match="ChangeDataNotRecordedError") as err:
+        _finish(query)
+    assert "stopped at version 0" in str(err.value)
+
+
+def test_the_change_feed_stream_stops_on_a_metadata_change(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "t"
+    dt = _feed_table(spark, table, dv=False)
+    dt.set_properties({"delta.appendOnly": "true"})
+    query = _to_memory(
+        spark, "cdf_meta", tmp_path / "ck", table, readChangeFeed="true", startingVersion="1"
+    )
+    with pytest.raises(StreamingQueryException, match="StreamMetadataChangedError"):
+        _finish(query)
+    assert _changes(spark.sql("SELECT * FROM cdf_meta")) == [
+        (1, "insert", 1),
+        (2, "insert", 1),
+        (3, "insert", 2),
+    ]
 
 
 def test_stream_options_are_refused_in_a_batch_read(spark: SparkSession, tmp_path: Path) -> None:

@@ -138,6 +138,34 @@ def version_change_files(
     return out
 
 
+def inserted_files(adds: Iterable[AddFile], *, version: int, timestamp: int) -> list[ChangeFile]:
+    """Live files read as ``insert`` rows of ``version`` (a stream's starting snapshot).
+
+    Args:
+        adds: The files, in the order their rows are delivered.
+        version: The version the rows are reported under.
+        timestamp: That version's commit timestamp (ms).
+    """
+    return [
+        ChangeFile(
+            version=version,
+            timestamp=timestamp,
+            path=a.path,
+            partition_values=tuple(sorted((a.partition_values or {}).items())),
+            size=a.size or 0,
+            change_type=ChangeType.INSERT,
+            deletion_vector=a.deletion_vector,
+        )
+        for a in adds
+    ]
+
+
+def version_timestamp(log: DeltaLog, version: int, actions: Iterable[Action]) -> int:
+    """A version's ``_commit_timestamp`` (ms): :func:`commit_timestamp`, else its file's time."""
+    timestamp = commit_timestamp(actions)
+    return log.commit_timestamp(version) if timestamp is None else timestamp
+
+
 def records_changes(metadata: Metadata) -> bool:
     """Whether a table with this metadata records its change data feed."""
     return metadata.configuration.get(CHANGE_DATA_FEED, "false").strip().lower() == "true"
@@ -273,12 +301,12 @@ def changes_between(log: DeltaLog, start: int, end: int) -> list[ChangeFile]:
                 f"after the property was turned on.",
                 version=version,
             )
-        timestamp = commit_timestamp(actions)
-        if timestamp is None:
-            timestamp = log.commit_timestamp(version)
         out.extend(
             version_change_files(
-                actions, version=version, timestamp=timestamp, dv_rows=reader.rows_of
+                actions,
+                version=version,
+                timestamp=version_timestamp(log, version, actions),
+                dv_rows=reader.rows_of,
             )
         )
     return out
@@ -294,7 +322,9 @@ __all__ = [
     "ChangeType",
     "changes_between",
     "commit_timestamp",
+    "inserted_files",
     "records_changes",
     "version_change_files",
     "version_range",
+    "version_timestamp",
 ]

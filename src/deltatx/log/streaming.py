@@ -11,6 +11,11 @@ started with (see :class:`StreamingLog`): a commit that changes them stops the s
 that removes rows stops it unless change commits are skipped, and a commit that only
 reorganises files (every action ``dataChange = false``, as OPTIMIZE and REORG write) delivers
 nothing.
+
+A stream of the change data feed delivers :class:`~deltatx.log.change_feed.ChangeFile` entries
+instead of ``add`` actions: the starting snapshot's files as inserts, then each commit's change
+files (:func:`~deltatx.log.change_feed.changes_between`). Commits that remove or rewrite rows
+are what such a stream is for, so they never stop it; metadata changes still do.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from deltatx.errors import (
+    ChangeDataNotRecordedError,
     InvalidArgumentError,
     StreamDataChangedError,
     StreamingSourceError,
@@ -29,6 +35,12 @@ from deltatx.errors import (
 )
 from deltatx.kernel.actions import AddFile, CommitInfo, Metadata, ProtocolAction, RemoveFile
 from deltatx.kernel.schema import parse_schema
+from deltatx.log.change_feed import (
+    ChangeFile,
+    changes_between,
+    inserted_files,
+    version_timestamp,
+)
 from deltatx.log.delta_log import DeltaLog, to_millis
 
 OFFSET_FORMAT_VERSION = 1
@@ -91,11 +103,17 @@ class StreamOffset:
 
 @dataclass(frozen=True, slots=True)
 class StreamFile:
-    """A data file the stream delivers, with its position."""
+    """A file the stream delivers, with its position.
+
+    Attributes:
+        version: The version it belongs to.
+        index: Its place among that version's files.
+        file: The ``add`` action (appended rows), or the change file of a change feed stream.
+    """
 
     version: int
     index: int
-    add: AddFile
+    file: AddFile | ChangeFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +132,8 @@ class ReadLimits:
 class _Step:
     version: int
     is_starting_version: bool
-    files: tuple[AddFile, ...]
-    problem: StreamingSourceError | None = None
+    files: tuple[AddFile | ChangeFile, ...]
+    problem: StreamingSourceError | ChangeDataNotRecordedError | None = None
 
 
 def starting_version_at(log: DeltaLog, timestamp: int | str | datetime) -> int:
@@ -142,6 +160,7 @@ class StreamingLog:
         metadata: The table metadata the stream reads with.
         protocol: The protocol in force when the stream started.
         skip_change_commits: Pass over commits that remove rows instead of failing.
+        change_feed: Deliver change files (``readChangeFeed``) instead of ``add`` actions.
     """
 
     def __init__(
@@ -151,12 +170,14 @@ class StreamingLog:
         metadata: Metadata,
         protocol: ProtocolAction,
         skip_change_commits: bool,
+        change_feed: bool = False,
     ) -> None:
         """See the class docstring."""
         self.log = log
         self.metadata = metadata
         self.protocol = protocol
         self.skip_change_commits = skip_change_commits
+        self.change_feed = change_feed
 
     def starting_offset(self, version: int, *, snapshot: bool) -> StreamOffset:
         """The offset before the first file of ``version`` (its snapshot, or its commit)."""
@@ -173,7 +194,9 @@ class StreamingLog:
 
         The batch stops before a commit the stream cannot pass, so the rows before it are
         delivered first; the next call, with no rows before that commit, raises. Without new
-        files the offset stays ``start``.
+        files the offset stays ``start``. A change feed stream takes each commit's change
+        files whole (a batch may pass the limits by one commit); its starting snapshot is
+        split by file.
 
         Args:
             start: Where the previous batch ended.
@@ -182,7 +205,10 @@ class StreamingLog:
 
         Raises:
             StreamMetadataChangedError: The next commit changes metadata or protocol.
-            StreamDataChangedError: The next commit removes rows, and they are not skipped.
+            StreamDataChangedError: The next commit removes rows, and they are not skipped
+                (never in a change feed stream).
+            ChangeDataNotRecordedError: A change feed stream reached a commit written while
+                the table did not record its change data feed.
         """
         out: list[StreamFile] = []
         size = 0
@@ -193,14 +219,24 @@ class StreamingLog:
                     return out, end
                 raise step.problem
             first = start.index + 1 if _same_version(step, start) else 0
+            if self.change_feed and not step.is_starting_version:
+                # A commit's changes go in one batch, so an update's pre- and post-images
+                # arrive together.
+                if out and _full(limits, len(out), size):
+                    return out, end
+                for i in range(first, len(step.files)):
+                    out.append(StreamFile(step.version, i, step.files[i]))
+                    size += step.files[i].size or 0
+                end = StreamOffset(start.reservoir_id, step.version + 1, -1, False)
+                continue
             for i in range(first, len(step.files)):
-                add = step.files[i]
+                file = step.files[i]
                 if out and _full(limits, len(out), size):
                     return out, StreamOffset(
                         start.reservoir_id, step.version, i - 1, step.is_starting_version
                     )
-                out.append(StreamFile(step.version, i, add))
-                size += add.size
+                out.append(StreamFile(step.version, i, file))
+                size += file.size or 0
             end = StreamOffset(start.reservoir_id, step.version + 1, -1, False)
         # Without new files the stream stays put, so Spark runs no empty micro-batch.
         return out, end if out else start
@@ -210,6 +246,7 @@ class StreamingLog:
 
         Raises:
             StreamingSourceError: A commit in the range cannot be passed (the log changed).
+            ChangeDataNotRecordedError: A change feed commit in the range was not recorded.
         """
         out: list[StreamFile] = []
         low, high = _position(start), _position(end)
@@ -221,9 +258,9 @@ class StreamingLog:
                 break
             if step.problem is not None:
                 raise step.problem
-            for i, add in enumerate(step.files):
+            for i, file in enumerate(step.files):
                 if low < (step.version, flag, i) <= high:
-                    out.append(StreamFile(step.version, i, add))
+                    out.append(StreamFile(step.version, i, file))
         return out
 
     # -- reading the log ----------------------------------------------------------------------
@@ -233,7 +270,12 @@ class StreamingLog:
         if start.is_starting_version:
             snapshot = self.log.snapshot(version)
             files = sorted(snapshot.add_files(), key=lambda f: (f.modification_time, f.path))
-            yield _Step(version, True, tuple(files))
+            if self.change_feed:
+                timestamp = version_timestamp(self.log, version, self.log.read_commit(version))
+                inserts = inserted_files(files, version=version, timestamp=timestamp)
+                yield _Step(version, True, tuple(inserts))
+            else:
+                yield _Step(version, True, tuple(files))
             version += 1
         latest = self.log.latest_version()
         if last_version is not None:
@@ -263,6 +305,8 @@ class StreamingLog:
                     version=version,
                 ),
             )
+        if self.change_feed:
+            return self._changes(version)
         removes_rows = any(isinstance(a, RemoveFile) and a.data_change for a in actions)
         if removes_rows:
             if self.skip_change_commits:
@@ -284,6 +328,18 @@ class StreamingLog:
             )
         adds = tuple(a for a in actions if isinstance(a, AddFile) and a.data_change)
         return _Step(version, False, adds)
+
+    def _changes(self, version: int) -> _Step:
+        try:
+            return _Step(version, False, tuple(changes_between(self.log, version, version)))
+        except ChangeDataNotRecordedError as err:
+            problem = ChangeDataNotRecordedError(
+                f"The streaming read of the change data feed of {self.log.table_path} stopped "
+                f"at version {version}: {err} Restart the query with a new checkpoint location "
+                "and a startingVersion at or after the version that turned the property on.",
+                version=version,
+            )
+            return _Step(version, False, (), problem)
 
     def _metadata_change(self, actions: list[Any]) -> str | None:
         for action in actions:

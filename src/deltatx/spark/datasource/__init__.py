@@ -126,21 +126,20 @@ class DeltatxDataSource(DataSource):
         version = _int_option(self.options, "versionAsOf")
         timestamp = self.options.get("timestampAsOf")
         change_range: tuple[int, int] | None = None
-        if _flag(self.options, "readChangeFeed"):
+        change_feed = _flag(self.options, "readChangeFeed")
+        if change_feed:
             if version is not None or timestamp is not None:
                 raise InvalidArgumentError(
                     "readChangeFeed reads a range of versions: give startingVersion or "
                     "startingTimestamp (and optionally an ending one), not versionAsOf or "
                     "timestampAsOf"
                 )
-            change_range = version_range(
-                log,
-                starting_version=_int_option(self.options, "startingVersion"),
-                ending_version=_int_option(self.options, "endingVersion"),
-                starting_timestamp=self.options.get("startingTimestamp"),
-                ending_timestamp=self.options.get("endingTimestamp"),
-            )
-            version = change_range[1]
+            if _change_feed_start(self.options):
+                change_range = _change_range(log, self.options)
+                version = change_range[1]
+            else:
+                # Only a stream may start without a version: with the latest snapshot.
+                version = schema_version(log, self.options)
         elif version is None and timestamp is None and _streaming_options(self.options):
             version = schema_version(log, self.options)
         snapshot = log.snapshot(version, timestamp=timestamp)
@@ -151,6 +150,7 @@ class DeltatxDataSource(DataSource):
             "partition_columns": snapshot.partition_columns,
             "column_mapping": str(snapshot.table_configuration.column_mapping_mode),
             "change_range": change_range,
+            "change_feed": change_feed,
             "metadata": snapshot.metadata,
             "protocol": snapshot.protocol,
         }
@@ -165,16 +165,19 @@ class DeltatxDataSource(DataSource):
         """
         pinned = self._pin()
         table_schema = parse_schema(pinned["table_schema_json"])
-        if pinned["change_range"] is not None:
+        if pinned["change_feed"]:
             return change_feed_schema(table_schema)
         return to_spark_schema(table_schema)
 
     def reader(self, schema: SparkStructType) -> DataSourceReader:
         """A reader of the pinned version (or of the pinned range's changes)."""
         pinned = self._pin()
-        change_range = pinned["change_range"]
-        if change_range is not None:
+        if pinned["change_feed"]:
             check_options(self.options, READ_OPTIONS, what="change data feed read")
+            change_range = pinned["change_range"]
+            if change_range is None:
+                # A batch read of the feed needs a start: this raises the error saying so.
+                change_range = _change_range(DeltaLog.for_table(pinned["table_path"]), self.options)
             return ChangeFeedReader(
                 table_path=pinned["table_path"],
                 start=change_range[0],
@@ -198,23 +201,48 @@ class DeltatxDataSource(DataSource):
         return DeltaWriter.create(dict(self.options), schema=schema, overwrite=overwrite)
 
     def streamReader(self, schema: SparkStructType) -> DataSourceStreamReader:
-        """A stream of the rows appended to the table (see ``stream_source``)."""
+        """A stream of the rows appended to the table, or of its changes (``stream_source``)."""
         check_options(self.options, STREAM_READ_OPTIONS, what="streaming read")
         pinned = self._pin()
+        metadata, protocol = pinned["metadata"], pinned["protocol"]
+        if pinned["change_range"] is not None:
+            # The rows follow the schema pinned at the latest version, but the stream judges
+            # commits against the state it starts from, as a stream of appended rows does.
+            log = DeltaLog.for_table(pinned["table_path"])
+            start = log.snapshot(schema_version(log, self.options))
+            metadata, protocol = start.metadata, start.protocol
         return DeltaStreamReader(
             schema=schema,
             table_path=pinned["table_path"],
             table_schema_json=pinned["table_schema_json"],
             partition_columns=pinned["partition_columns"],
             column_mapping=pinned["column_mapping"],
-            metadata=pinned["metadata"],
-            protocol=pinned["protocol"],
+            metadata=metadata,
+            protocol=protocol,
             options=dict(self.options),
         )
 
     def streamWriter(self, schema: SparkStructType, overwrite: bool) -> DataSourceStreamWriter:
         """Commits each micro-batch once (``overwrite``: the ``complete`` output mode)."""
         return DeltaStreamWriter.create(dict(self.options), schema=schema, overwrite=overwrite)
+
+
+def _change_feed_start(options: Mapping[str, str]) -> bool:
+    # A stream's startingVersion may be "latest", which names no batch range.
+    text = options.get("startingVersion")
+    if text is not None and text.strip().lower() == "latest":
+        return False
+    return text is not None or options.get("startingTimestamp") is not None
+
+
+def _change_range(log: DeltaLog, options: Mapping[str, str]) -> tuple[int, int]:
+    return version_range(
+        log,
+        starting_version=_int_option(options, "startingVersion"),
+        ending_version=_int_option(options, "endingVersion"),
+        starting_timestamp=options.get("startingTimestamp"),
+        ending_timestamp=options.get("endingTimestamp"),
+    )
 
 
 def _int_option(options: Mapping[str, str], key: str) -> int | None:

@@ -62,6 +62,15 @@ class ChangesPartition(InputPartition):
         self.files = files
 
 
+def plan_change_partitions(files: Sequence[ChangeFile]) -> list[InputPartition]:
+    """Change files packed a few per task, in order (never an empty list)."""
+    # Spark reads an empty partition list as "one partition, whatever it is"; say empty.
+    return [
+        ChangesPartition(tuple(files[i : i + _FILES_PER_TASK]))
+        for i in range(0, len(files), _FILES_PER_TASK)
+    ] or [ChangesPartition(())]
+
+
 class ChangeFeedReader(DataSourceReader):
     """Reads the change rows of versions ``start`` to ``end`` of a table."""
 
@@ -86,11 +95,7 @@ class ChangeFeedReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         """The range's change files, a few per task, in version order."""
         files = changes_between(DeltaLog.for_table(self.table_path), self.start, self.end)
-        # Spark reads an empty partition list as "one partition, whatever it is"; say empty.
-        return [
-            ChangesPartition(tuple(files[i : i + _FILES_PER_TASK]))
-            for i in range(0, len(files), _FILES_PER_TASK)
-        ] or [ChangesPartition(())]
+        return plan_change_partitions(files)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The change rows of the partition's files, as Arrow batches."""
@@ -186,6 +191,7 @@ __all__ = [
     "ChangeFeedReader",
     "ChangesPartition",
     "change_feed_schema",
+    "plan_change_partitions",
     "read_change_file",
     "read_changes",
 ]

@@ -1,10 +1,12 @@
-"""``readStream.format("delta")``: a table's appended rows as a stream.
+"""``readStream.format("delta")``: a table's appended rows, or its change data feed, as a stream.
 
 Which files each micro-batch takes, and which commits stop the stream, is decided by
 :class:`deltatx.log.streaming.StreamingLog`; this module is the Spark side: options, admission
 control (``maxFilesPerTrigger``, ``maxBytesPerTrigger``), ``Trigger.AvailableNow``, and the
 tasks, which read their files with the batch reader's :class:`FileReader` (deletion vectors
-applied). Offsets are plain JSON in the query's checkpoint.
+applied). With ``readChangeFeed`` the tasks read change files with the change feed reader's
+:func:`read_change_file` instead, and the rows carry ``_change_type``, ``_commit_version`` and
+``_commit_timestamp``. Offsets are plain JSON in the query's checkpoint.
 """
 
 from __future__ import annotations
@@ -24,10 +26,17 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType as SparkStructType
 
-from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
-from deltatx.kernel.actions import Metadata, ProtocolAction
+from deltatx.errors import InvalidArgumentError
+from deltatx.kernel.actions import AddFile, Metadata, ProtocolAction
+from deltatx.kernel.schema import parse_schema
+from deltatx.log.change_feed import ChangeFile
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.streaming import ReadLimits, StreamingLog, StreamOffset, starting_version_at
+from deltatx.spark.datasource.change_feed import (
+    ChangesPartition,
+    plan_change_partitions,
+    read_change_file,
+)
 from deltatx.spark.datasource.reader import FileReader, FilesPartition, plan_partitions
 
 STREAM_READ_OPTIONS = frozenset(
@@ -135,7 +144,7 @@ def schema_version(log: DeltaLog, options: Mapping[str, str]) -> int:
 
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Streams a table's appended rows (see the module docstring)."""
+    """Streams a table's appended rows or its change feed (see the module docstring)."""
 
     def __init__(
         self,
@@ -151,17 +160,14 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> None:
         """Streams the table at ``table_path`` with the pinned ``metadata`` and ``protocol``.
 
+        With ``readChangeFeed``, ``schema`` holds the change feed's three extra columns and
+        ``table_schema_json`` the table's own columns.
+
         Raises:
             InvalidArgumentError: A malformed option.
-            UnsupportedFeatureError: ``readChangeFeed`` is requested.
         """
         lowered = _lowered(options)
-        if _flag(lowered, "readChangeFeed"):
-            raise UnsupportedFeatureError(
-                "streaming the change data feed (option readChangeFeed) is not supported yet; "
-                "stream the appended rows (without readChangeFeed)",
-                feature="readChangeFeed",
-            )
+        self.change_feed = _flag(lowered, "readChangeFeed")
         self.table_path = table_path
         self.schema = schema
         self.table_schema_json = table_schema_json
@@ -184,6 +190,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             metadata=self.metadata,
             protocol=self.protocol,
             skip_change_commits=self.skip_change_commits,
+            change_feed=self.change_feed,
         )
 
     def _offset(self, data: Mapping[str, Any]) -> StreamOffset:
@@ -210,7 +217,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         Raises:
             StreamMetadataChangedError: The next commit changes the table's metadata.
-            StreamDataChangedError: The next commit removes rows (without skipChangeCommits).
+            StreamDataChangedError: The next commit removes rows (without skipChangeCommits
+                or readChangeFeed).
+            ChangeDataNotRecordedError: With readChangeFeed, the next commit was written while
+                the table did not record its change data feed.
         """
         limits = ReadLimits() if isinstance(limit, ReadAllAvailable) else self.limits
         _, end = self._log().files_after(
@@ -219,12 +229,25 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end.to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """The batch's files, packed into tasks by size."""
-        files = self._log().files_between(self._offset(start), self._offset(end))
-        return plan_partitions([f.add for f in files])
+        """The batch's files, packed into tasks (by size; change files in log order)."""
+        files = [f.file for f in self._log().files_between(self._offset(start), self._offset(end))]
+        if self.change_feed:
+            return plan_change_partitions([f for f in files if isinstance(f, ChangeFile)])
+        return plan_partitions([f for f in files if isinstance(f, AddFile)])
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The live rows of the partition's files."""
+        """The live rows of the partition's files (or their change rows)."""
+        if isinstance(partition, ChangesPartition):
+            table_schema = parse_schema(self.table_schema_json)
+            for change in partition.files:
+                yield from read_change_file(
+                    self.table_path,
+                    change,
+                    table_schema=table_schema,
+                    partition_columns=self.partition_columns,
+                    column_mapping=self.column_mapping,
+                )
+            return
         if not isinstance(partition, FilesPartition):
             # Spark still runs one task, with a placeholder partition, when there are no files.
             return
