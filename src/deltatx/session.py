@@ -11,8 +11,9 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from deltatx.catalog import table_path
 from deltatx.spark.datasource import configure as configure_data_source
-from deltatx.spark.datasource.save import set_table_writer
+from deltatx.spark.datasource.save import set_table_locator, set_table_writer
 from deltatx.spark.session import spark_session as session_of
 from deltatx.table_creation import save_as_table
 
@@ -22,7 +23,8 @@ def configure(spark: SparkSession) -> SparkSession:
 
     Afterwards ``spark.read.format("deltatx")`` and ``df.write.format("deltatx")`` work, so
     does the short name ``delta`` unless delta-spark is loaded in the session, and
-    ``saveAsTable(name)`` with either name writes a named Delta table. The Python workers of
+    ``saveAsTable(name)`` with either name writes a named Delta table, and
+    ``writeStream.toTable(name)`` streams into an existing one. The Python workers of
     the session's executors must be able to import deltatx.
 
     Args:
@@ -32,6 +34,7 @@ def configure(spark: SparkSession) -> SparkSession:
         The same session, for chaining.
     """
     set_table_writer(save_as_table)
+    set_table_locator(table_path)
     return configure_data_source(spark)
 
 
@@ -52,6 +55,7 @@ def spark_session(
         JavaNotFoundError: A local session is needed and no Java runtime is installed.
     """
     set_table_writer(save_as_table)
+    set_table_locator(table_path)
     return session_of(
         master=master, driver_memory=driver_memory, config=config, ui=ui, app_name=app_name
     )

@@ -23,11 +23,12 @@ from pyspark.sql.functions import udf
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadMaxBytes
 
+import deltatx
 from deltatx import DeltaTable
 from deltatx.errors import (
     ConcurrentTransactionException,
     InvalidArgumentError,
-    UnsupportedFeatureError,
+    TableNotFoundError,
 )
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.log.delta_log import DeltaLog
@@ -531,14 +532,33 @@ def test_stream_options_are_refused_in_a_batch_read(spark: SparkSession, tmp_pat
         source.streamReader(source.schema())
 
 
-def test_to_table_is_refused_with_the_way_to_write_by_path(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_to_table_streams_into_a_named_table(spark: SparkSession, tmp_path: Path) -> None:
+    name = "stream_named_events"
+    deltatx.sql(f"CREATE TABLE {name} (id long) USING DELTA", spark=spark)
+    try:
+        _json_files(spark, tmp_path / "in", [[1, 2], [3]])
+        stream = spark.readStream.schema("id long").json(str(tmp_path / "in"))
+        query = (
+            stream.writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / "c"))
+            .trigger(availableNow=True)
+            .toTable(name)
+        )
+        _finish(query)
+        dt = DeltaTable.for_name(spark, name)
+        assert _ids(dt.to_df()) == [1, 2, 3]
+        commits = _sink_commits(Path(dt.path))
+        assert commits[-1][0] == "STREAMING UPDATE" and commits[-1][2]  # one txn-keyed batch
+    finally:
+        deltatx.sql(f"DROP TABLE IF EXISTS {name}", spark=spark)
+
+
+def test_to_table_refuses_a_name_that_is_no_table(spark: SparkSession, tmp_path: Path) -> None:
     _json_files(spark, tmp_path / "in", [[1]])
     stream = spark.readStream.schema("id long").json(str(tmp_path / "in"))
     writer = stream.writeStream.format("delta").option("checkpointLocation", str(tmp_path / "c"))
-    with pytest.raises(UnsupportedFeatureError, match=r"\.start\(DeltaTable\.for_name"):
-        writer.toTable("events")
+    with pytest.raises(TableNotFoundError, match="no Delta table named no_such_stream_table"):
+        writer.toTable("no_such_stream_table")
     assert spark.streams.active == []
 
 

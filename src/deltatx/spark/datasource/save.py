@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -53,6 +53,21 @@ _table_writer: list[TableWriter] = []
 def set_table_writer(writer: TableWriter) -> None:
     """Installs the handler of ``saveAsTable`` for deltatx's formats (the last one wins)."""
     _table_writer[:] = [writer]
+
+
+class TableLocator(Protocol):
+    """The root of an existing Delta table by name (``writeStream.toTable``)."""
+
+    def __call__(self, spark: SparkSession, name: str) -> str:
+        """The table's root; a name that is no Delta table raises TableNotFoundError."""
+
+
+_table_locator: list[TableLocator] = []
+
+
+def set_table_locator(locator: TableLocator) -> None:
+    """Installs how ``writeStream.toTable(name)`` finds a table (the last one wins)."""
+    _table_locator[:] = [locator]
 
 
 def _state(writer: DataFrameWriter) -> dict[str, Any]:
@@ -204,19 +219,37 @@ def _install_stream_writer() -> None:
 
     @functools.wraps(original_to_table)
     def to_table(
-        self: DataStreamWriter, tableName: str, format: str | None = None, *args: Any, **kwargs: Any
+        self: DataStreamWriter,
+        tableName: str,
+        format: str | None = None,
+        outputMode: str | None = None,
+        partitionBy: str | list[str] | None = None,
+        queryName: str | None = None,
+        **options: Any,
     ) -> Any:
         name = format or self.__dict__.get(_STATE)
         handled: frozenset[str] = DataFrameWriter._deltatx_formats  # type: ignore[attr-defined]
-        if name is not None and str(name).lower() in handled:
+        if name is None or str(name).lower() not in handled:
+            return original_to_table(
+                self, tableName, format, outputMode, partitionBy, queryName, **options
+            )
+        if not _table_locator:
             raise UnsupportedFeatureError(
-                f"writeStream.toTable('{tableName}') with format('{name}') is not supported: "
-                "Spark does not tell a Python data source the table's name. Start the query "
-                f"on the table's path instead: .start(DeltaTable.for_name(spark, "
-                f"'{tableName}').path).",
+                f"writeStream.toTable('{tableName}') with format('{name}') needs a session set "
+                "up by deltatx.configure(spark) or deltatx.spark_session(); or start the query "
+                "on the table's path: .start(path).",
                 feature="toTable",
             )
-        return original_to_table(self, tableName, format, *args, **kwargs)
+        # A Python data source is not told a table's name: the name becomes its path here.
+        path = _table_locator[0](self._df.sparkSession, tableName)
+        return self.start(
+            path,
+            format=format,
+            outputMode=outputMode,
+            partitionBy=partitionBy,
+            queryName=queryName,
+            **options,
+        )
 
     DataStreamWriter.format = stream_format  # type: ignore[method-assign]
     DataStreamWriter.toTable = to_table  # type: ignore[method-assign]
