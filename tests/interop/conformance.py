@@ -197,6 +197,14 @@ def _ours_generated(spark: SparkSession, path: str) -> None:
     DeltaTable.for_path(spark, path).update(set={"v": "v + 1"}, condition="id = 0")
 
 
+def _ours_cdf(spark: SparkSession, path: str) -> None:
+    deltatx.write(
+        _frame(spark, range(0, 3)), path, properties={**NO_DV, "delta.enableChangeDataFeed": "true"}
+    )
+    DeltaTable.for_path(spark, path).update(set={"v": "v + 1"}, condition="id = 1")
+    DeltaTable.for_path(spark, path).delete("id = 2")
+
+
 def _ours_append_only(spark: SparkSession, path: str) -> None:
     deltatx.write(
         _frame(spark, range(0, 3)), path, properties={**NO_DV, "delta.appendOnly": "true"}
@@ -292,7 +300,7 @@ FEATURES: tuple[Feature, ...] = (
         None,
         "delta.enableChangeDataFeed",
         _rs_cdf,
-        "deltatx refuses delta.enableChangeDataFeed=true (it does not write change data yet)",
+        _ours_cdf,
         (
             "CREATE TABLE {t} (id BIGINT, v BIGINT) USING delta "
             "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', "

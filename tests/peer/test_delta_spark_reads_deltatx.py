@@ -1,8 +1,8 @@
 """delta-spark reads every table deltatx writes and sees the same rows at every version.
 
 Table-driven: each scenario builds a table with deltatx's public API, step by step; the test
-then compares both engines' rows at every version. Protocol features deltatx does not write yet
-are listed in PENDING with the reason; once deltatx writes one, its case moves to SCENARIOS.
+then compares both engines' rows at every version, protocol features included (FEATURES: the
+table properties that switch each on).
 """
 
 from __future__ import annotations
@@ -236,27 +236,20 @@ def _column_mapping(mode: str, props: dict[str, str]) -> Scenario:
 SCENARIOS["column-mapping-name"] = _column_mapping("name", NO_DV)
 SCENARIOS["column-mapping-id"] = _column_mapping("id", DV)
 
-# Features the protocol-coverage work adds to deltatx. Each is a scenario waiting for deltatx to
-# write the feature: drop its skip mark then (the table properties that switch it on are here).
-PENDING: dict[str, dict[str, str]] = {
+# Features the protocol-coverage work added to deltatx, each switched on by its properties.
+FEATURES: dict[str, dict[str, str]] = {
     "change-data-feed": {"delta.enableChangeDataFeed": "true"},
     "v2-checkpoints": {"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2"},
     "in-commit-timestamps": {"delta.enableInCommitTimestamps": "true"},
 }
-for _name, _props in PENDING.items():
+for _name, _props in FEATURES.items():
     SCENARIOS[_name] = Scenario(
-        {**NO_DV, **_props}, [_append(0, 5), _delete("id = 2"), _append(5, 5)]
+        {**NO_DV, **_props},
+        [_append(0, 5), _delete("id = 2"), _append(5, 5)],
+        expect_checkpoint="delta.checkpointInterval" in _props,
     )
 
-CASES = [
-    pytest.param(
-        name,
-        marks=pytest.mark.skip(reason=f"deltatx does not write {name} yet (protocol coverage)"),
-    )
-    if name in PENDING
-    else name
-    for name in SCENARIOS
-]
+CASES = list(SCENARIOS)
 
 
 @pytest.mark.parametrize("name", CASES)

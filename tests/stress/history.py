@@ -104,7 +104,7 @@ def run_history(
             elif op == "compact":
                 txn.optimize().execute_compaction()
             else:
-                txn.set_properties({"deltatx.test.serial": str(serial)})
+                txn.set_properties({"history.serial": str(serial)})
             version: int | None = None
             error: str | None = None
             try:

@@ -436,6 +436,13 @@ class OptimisticTransaction:
         """
         if self._protocol is None or self.snapshot is None:
             return
+        before = self.snapshot.protocol
+        if self._protocol.min_reader_version == before.min_reader_version and set(
+            self._protocol.reader_features or ()
+        ) == set(before.reader_features or ()):
+            # A writer-only feature (invariants for a NOT NULL column of a replaced table)
+            # changes nothing for readers; concurrent writers still fail on the protocol change.
+            return
         staged: list[AddFile | RemoveFile] = [*self._adds.values(), *self._removes.values()]
         data = [a for a in staged if a.data_change]
         if data:
