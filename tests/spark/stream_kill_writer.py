@@ -22,7 +22,9 @@ def _kill_after_second_commit(table: Path) -> None:
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
         if second.exists():
-            os.kill(os.getpid(), signal.SIGKILL)
+            # The whole driver dies, its JVM included (the test starts this process in a
+            # session of its own): a JVM left running would go on with the batch.
+            os.killpg(os.getpgid(0), signal.SIGKILL)
         time.sleep(0.005)
     os._exit(3)
 

@@ -6,6 +6,7 @@ timeout, so each test ends by itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -208,12 +209,14 @@ def test_killed_driver_restarts_and_writes_every_batch_once(
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         assert child.wait(timeout=TIMEOUT) == -signal.SIGKILL
     finally:
-        if child.poll() is None:
-            child.kill()
+        # The driver's JVM is in the child's process group; none of it may outlive the kill.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
     killed_at = DeltaLog.for_table(str(table)).latest_version()
     assert 0 <= killed_at < len(batches) - 1
 
