@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from enum import StrEnum
 
@@ -150,16 +150,7 @@ def assign_mapping(schema: StructType, *, max_id: int, keep_names: bool) -> tupl
             meta[ID_KEY] = counter[0]
         if not isinstance(meta.get(PHYSICAL_NAME_KEY), str):
             meta[PHYSICAL_NAME_KEY] = f.name if keep_names else f"col-{uuid.uuid4()}"
-        return StructField(f.name, data_type(f.type), f.nullable, meta)
-
-    def data_type(t: DataType) -> DataType:
-        if isinstance(t, StructType):
-            return struct(t)
-        if isinstance(t, ArrayType):
-            return ArrayType(data_type(t.element_type), t.contains_null)
-        if isinstance(t, MapType):
-            return MapType(data_type(t.key_type), data_type(t.value_type), t.value_contains_null)
-        return t
+        return StructField(f.name, _with_structs(f.type, struct), f.nullable, meta)
 
     result = struct(schema)
     return result, counter[0]
@@ -285,7 +276,7 @@ def without_mapping(schema: StructType) -> StructType:
             tuple(
                 StructField(
                     f.name,
-                    data_type(f.type),
+                    _with_structs(f.type, struct),
                     f.nullable,
                     {k: v for k, v in f.metadata.items() if k not in MAPPING_METADATA_KEYS},
                 )
@@ -293,16 +284,22 @@ def without_mapping(schema: StructType) -> StructType:
             )
         )
 
-    def data_type(t: DataType) -> DataType:
-        if isinstance(t, StructType):
-            return struct(t)
-        if isinstance(t, ArrayType):
-            return ArrayType(data_type(t.element_type), t.contains_null)
-        if isinstance(t, MapType):
-            return MapType(data_type(t.key_type), data_type(t.value_type), t.value_contains_null)
-        return t
-
     return struct(schema)
+
+
+def _with_structs(t: DataType, struct: Callable[[StructType], StructType]) -> DataType:
+    """``t`` with ``struct`` applied to every struct inside it, through arrays and maps."""
+    if isinstance(t, StructType):
+        return struct(t)
+    if isinstance(t, ArrayType):
+        return ArrayType(_with_structs(t.element_type, struct), t.contains_null)
+    if isinstance(t, MapType):
+        return MapType(
+            _with_structs(t.key_type, struct),
+            _with_structs(t.value_type, struct),
+            t.value_contains_null,
+        )
+    return t
 
 
 # --- logical -> physical ----------------------------------------------------------------------
@@ -330,17 +327,10 @@ def physical_schema(schema: StructType, mode: ColumnMappingMode | str) -> Struct
             meta: dict[str, object] = {}
             if with_ids and isinstance(f.metadata.get(ID_KEY), int):
                 meta[PARQUET_FIELD_ID_KEY] = f.metadata[ID_KEY]
-            fields.append(StructField(physical_name(f), data_type(f.type), f.nullable, meta))
+            fields.append(
+                StructField(physical_name(f), _with_structs(f.type, struct), f.nullable, meta)
+            )
         return StructType(tuple(fields))
-
-    def data_type(t: DataType) -> DataType:
-        if isinstance(t, StructType):
-            return struct(t)
-        if isinstance(t, ArrayType):
-            return ArrayType(data_type(t.element_type), t.contains_null)
-        if isinstance(t, MapType):
-            return MapType(data_type(t.key_type), data_type(t.value_type), t.value_contains_null)
-        return t
 
     return struct(schema)
 
