@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -81,6 +81,35 @@ def file_task(add: AddFile) -> FileTask:
     )
 
 
+class _Source(Protocol):
+    @property
+    def table_path(self) -> str: ...
+    @property
+    def schema(self) -> SparkStructType: ...
+    @property
+    def table_schema_json(self) -> str: ...
+    @property
+    def partition_columns(self) -> Sequence[str]: ...
+    @property
+    def column_mapping(self) -> str: ...
+
+
+def read_partition(source: _Source, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The live rows of a planned partition's files (batch and stream reads alike)."""
+    if not isinstance(partition, FilesPartition):
+        # Spark still runs one task, with a placeholder partition, when there are no files.
+        return
+    reader = FileReader(
+        table_path=source.table_path,
+        schema=source.schema,
+        table_schema_json=source.table_schema_json,
+        partition_columns=source.partition_columns,
+        column_mapping=source.column_mapping,
+    )
+    for task in partition.files:
+        yield from reader.read(task)
+
+
 def plan_partitions(files: Sequence[AddFile]) -> list[FilesPartition]:
     """Packs files into partitions by size, in the order given."""
     tasks = [file_task(f) for f in files]
@@ -139,18 +168,7 @@ class DeltaReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The live rows of the partition's files, as Arrow batches of the table schema."""
-        if not isinstance(partition, FilesPartition):
-            # Spark still runs one task, with a placeholder partition, when there are no files.
-            return
-        reader = FileReader(
-            table_path=self.table_path,
-            schema=self.schema,
-            table_schema_json=self.table_schema_json,
-            partition_columns=self.partition_columns,
-            column_mapping=self.column_mapping,
-        )
-        for task in partition.files:
-            yield from reader.read(task)
+        yield from read_partition(self, partition)
 
 
 class FileReader:

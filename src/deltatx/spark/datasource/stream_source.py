@@ -37,7 +37,10 @@ from deltatx.spark.datasource.change_feed import (
     plan_change_partitions,
     read_change_file,
 )
-from deltatx.spark.datasource.reader import FileReader, FilesPartition, plan_partitions
+from deltatx.spark.datasource.reader import (
+    plan_partitions,
+    read_partition,
+)
 
 STREAM_READ_OPTIONS = frozenset(
     {
@@ -248,18 +251,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     column_mapping=self.column_mapping,
                 )
             return
-        if not isinstance(partition, FilesPartition):
-            # Spark still runs one task, with a placeholder partition, when there are no files.
-            return
-        reader = FileReader(
-            table_path=self.table_path,
-            schema=self.schema,
-            table_schema_json=self.table_schema_json,
-            partition_columns=self.partition_columns,
-            column_mapping=self.column_mapping,
-        )
-        for task in partition.files:
-            yield from reader.read(task)
+        yield from read_partition(self, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the table's files stay where they are."""
