@@ -1,7 +1,8 @@
 """VACUUM: delete files the table no longer references, once no reader can need them.
 
 A file is deleted only if it lies under the table root (never through ``..`` or a symlink out),
-is not in ``_delta_log`` or another underscore/dot directory except our staging area, is not
+is not in ``_delta_log`` or another underscore/dot directory except our staging area and
+``_change_data`` (change data files, which no snapshot references, age out), is not
 referenced by the latest snapshot, is not a tombstone younger than the retention, and was last
 modified before the retention window, so data files of transactions still in flight (which are
 younger) survive.
@@ -18,6 +19,7 @@ from deltatx.kernel.actions import AddFile, RemoveFile
 from deltatx.kernel.log_paths import LOG_DIR, STAGING_PREFIX
 from deltatx.kernel.metrics import VacuumMetrics
 from deltatx.kernel.operations import Operation, OperationName
+from deltatx.log.change_feed import CHANGE_DATA_DIR
 from deltatx.log.deletion_vectors import dv_file_location
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
@@ -44,7 +46,9 @@ def _keep(location: Location, files: Iterable[AddFile | RemoveFile], keep: set[s
 
 def _hidden(relative: str) -> bool:
     first = relative.split("/", 1)[0]
-    if first.startswith(STAGING_PREFIX):
+    # Change data files are never in a snapshot (cdc actions live only in their commit), so
+    # like delta-spark VACUUM ages them out with the retention instead of keeping them forever.
+    if first.startswith(STAGING_PREFIX) or (first == CHANGE_DATA_DIR and "/" in relative):
         return False
     return any(part.startswith(("_", ".")) for part in relative.split("/")[:-1]) or (
         "/" not in relative and relative.startswith(("_", "."))

@@ -108,3 +108,21 @@ def test_a_short_retention_is_refused_and_forcing_it_is_flagged_unsafe(
     version = in_flight.commit()  # the documented hazard: the commit names a deleted file
     assert "in-flight.parquet" in {f.path for f in log.snapshot(version).add_files()}
     assert not (root / "in-flight.parquet").exists()
+
+
+def test_change_data_files_age_out_with_the_retention(tmp_path: Path) -> None:
+    # delta-spark's VACUUM deletes change data files older than the retention: no snapshot
+    # references them, so keeping them would grow the table forever.
+    root, log = _table(tmp_path)
+    _file(root, "live.parquet")
+    _file(root, "_change_data/cdc-00000-a.c000.snappy.parquet")
+    _file(root, "_change_data/date=2024-01-01/cdc-00001-b.c000.snappy.parquet")
+    append(log, add("live.parquet"))
+    modified = os.path.getmtime(root / "_change_data" / "cdc-00000-a.c000.snappy.parquet")
+    within = vacuum(log, dry_run=True, now_ms=int(modified * 1000) + 3_600_000)
+    assert within.deleted_paths == ()
+    assert _vacuum(log) == {
+        "_change_data/cdc-00000-a.c000.snappy.parquet",
+        "_change_data/date=2024-01-01/cdc-00001-b.c000.snappy.parquet",
+    }
+    assert (root / "live.parquet").exists()
