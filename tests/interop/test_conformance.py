@@ -85,25 +85,42 @@ def test_delta_rs_reads_every_version_deltatx_wrote(
         assert delta_rs_rows(path, version) == deltatx_rows(spark, path, version), version
 
 
-def _duckdb_with_delta() -> Any:
-    """A DuckDB connection with the delta extension loaded, or a skip saying why not."""
+@pytest.fixture(scope="module")
+def duckdb_extensions(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A private extension directory, so the tests never write under the user's home."""
+    return str(tmp_path_factory.mktemp("duckdb-extensions"))
+
+
+def _duckdb_with_delta(extension_directory: str) -> Any:
+    """A DuckDB connection with the delta extension loaded, or a skip saying why not.
+
+    The extension comes from the ``duckdb-extension-delta`` wheel (a dev dependency) when it
+    is installed; otherwise DuckDB would download it on first use, which fails offline.
+    """
     duckdb = pytest.importorskip("duckdb", reason="duckdb is not installed")
-    con = duckdb.connect()
+    con = duckdb.connect(config={"extension_directory": extension_directory})
     try:
-        con.execute("LOAD delta")
-    except Exception as exc:  # the extension is downloaded on first use; offline it fails
-        pytest.skip(f"DuckDB's delta extension does not load offline ({str(exc).splitlines()[0]})")
+        from duckdb_extensions import import_extension
+
+        import_extension("delta", con=con)
+    except ImportError:
+        try:
+            con.execute("LOAD delta")
+        except Exception as exc:
+            pytest.skip(
+                f"DuckDB's delta extension does not load offline ({str(exc).splitlines()[0]})"
+            )
     return con
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_duckdb_reads_what_deltatx_wrote(
-    spark: SparkSession, ours: dict[str, str], name: str
+    spark: SparkSession, ours: dict[str, str], name: str, duckdb_extensions: str
 ) -> None:
     feature = BY_NAME[name]
     if isinstance(feature.deltatx, str):
         pytest.skip(feature.deltatx)
-    con = _duckdb_with_delta()
+    con = _duckdb_with_delta(duckdb_extensions)
     path = ours[name]
     got = con.execute(f"SELECT * FROM delta_scan('{path}')").fetch_arrow_table().to_pylist()
     latest = versions(path)[-1]

@@ -19,7 +19,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import ChangeDataNotRecordedError, SqlError, UnsupportedFeatureError
+from deltatx.errors import (
+    ChangeDataNotRecordedError,
+    SqlError,
+    UnsupportedFeatureError,
+    VersionNotReadableError,
+)
 from deltatx.kernel.actions import AddCDCFile
 from deltatx.kernel.features import writer_features
 from deltatx.spark.datasource.change_feed import read_changes
@@ -207,3 +212,17 @@ def test_a_commit_mixing_recorded_and_unrecorded_changes_is_refused(
         txn.write(more)
         txn.update("id = 1", {"v": "'u'"})
     assert dt.version() == before
+
+
+def test_vacuum_ages_out_change_data_and_reading_it_then_says_so(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    dt = _plain_table(spark, table_dir, **CDF, **{"delta.enableDeletionVectors": "false"})
+    dt.update("id = 1", {"v": "'u'"})
+    updated = dt.version()
+    assert list((table_dir / "_change_data").rglob("*.parquet"))
+    deleted = dt.vacuum(retention_hours=0, enforce_retention=False)
+    assert any("_change_data" in p for p in deleted.deleted_paths)
+    assert not list((table_dir / "_change_data").rglob("*.parquet"))
+    with pytest.raises(VersionNotReadableError, match=f"version {updated}.*VACUUM removed"):
+        list(read_changes(dt.path, updated, updated))

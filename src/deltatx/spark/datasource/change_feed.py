@@ -18,6 +18,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StringType, StructField, TimestampType
 from pyspark.sql.types import StructType as SparkStructType
 
+from deltatx.errors import VersionNotReadableError
 from deltatx.kernel.schema import PrimitiveType, StructType, parse_schema
 from deltatx.kernel.schema import StructField as DeltaField
 from deltatx.log.change_feed import (
@@ -147,6 +148,8 @@ def read_change_file(
 
     Raises:
         InvalidTableError: A deletion vector the file needs is missing or corrupt.
+        VersionNotReadableError: VACUUM removed the file (change data files age out with the
+            table's retention, like removed data files).
     """
     extended = _with_change_type(table_schema)
     spark_schema = to_spark_schema(extended)
@@ -167,7 +170,7 @@ def read_change_file(
     wanted = None if change.only_rows is None else np.array(change.only_rows, dtype=np.int64)
     first_row = 0
     type_index = len(table_schema.fields)
-    for batch in reader.read(task):
+    for batch in _file_batches(reader, task, change):
         rows = batch.num_rows
         if wanted is not None:
             # Without a deletion vector every physical row comes out, so positions count up.
@@ -185,6 +188,21 @@ def read_change_file(
             pa.repeat(pa.scalar(change.timestamp * 1000, output.field(type_index + 2).type), rows)
         )
         yield pa.RecordBatch.from_arrays(columns, schema=output)
+
+
+def _file_batches(
+    reader: FileReader, task: FileTask, change: ChangeFile
+) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from reader.read(task)
+    except FileNotFoundError as exc:
+        raise VersionNotReadableError(
+            f"the change data of version {change.version} cannot be read: VACUUM removed "
+            f"{change.path} (VACUUM deletes change data older than the table's "
+            f"delta.deletedFileRetentionDuration). Read a range of later versions.",
+            version=change.version,
+            missing_files=(change.path,),
+        ) from exc
 
 
 __all__ = [
