@@ -215,6 +215,7 @@ def _add_from(f: _Fields) -> AddFile:
 
 
 def _add_to(a: AddFile) -> JsonDict:
+    # Written out rather than through _put: this runs once per added file of every commit.
     out: JsonDict = {
         "path": a.path,
         "partitionValues": dict(a.partition_values),
@@ -222,16 +223,18 @@ def _add_to(a: AddFile) -> JsonDict:
         "modificationTime": a.modification_time,
         "dataChange": a.data_change,
     }
-    _put(out, "stats", a.stats)
-    _put(out, "tags", a.tags)
-    _put(
-        out,
-        "deletionVector",
-        None if a.deletion_vector is None else deletion_vector_to_json(a.deletion_vector),
-    )
-    _put(out, "baseRowId", a.base_row_id)
-    _put(out, "defaultRowCommitVersion", a.default_row_commit_version)
-    _put(out, "clusteringProvider", a.clustering_provider)
+    if a.stats is not None:
+        out["stats"] = a.stats
+    if a.tags is not None:
+        out["tags"] = a.tags
+    if a.deletion_vector is not None:
+        out["deletionVector"] = deletion_vector_to_json(a.deletion_vector)
+    if a.base_row_id is not None:
+        out["baseRowId"] = a.base_row_id
+    if a.default_row_commit_version is not None:
+        out["defaultRowCommitVersion"] = a.default_row_commit_version
+    if a.clustering_provider is not None:
+        out["clusteringProvider"] = a.clustering_provider
     out.update(a.extra)
     return out
 
@@ -432,17 +435,32 @@ def parse_action(line: str, *, where: str = "action") -> Action:
 
 def serialize_action(action: Action) -> str:
     """One action as a compact JSON line (no trailing newline)."""
-    obj = action_to_json_obj(action)
-    if isinstance(action, AddFile | RemoveFile) and not action.extra:
-        # The bulk of a large commit. Their known fields are strings, integers and booleans,
-        # which orjson writes byte for byte as the standard encoder does, several times
-        # faster (it spells some floats differently, so unknown fields take the standard
-        # path, as does anything it refuses, such as an integer beyond 64 bits).
-        try:
-            return orjson.dumps(obj).decode("utf-8")
-        except orjson.JSONEncodeError:
-            pass
-    return json.dumps(obj, separators=_SEPARATORS, ensure_ascii=False)
+    return _line(action)[:-1].decode("utf-8")
+
+
+def _line(action: Action) -> bytes:
+    """One action as a compact JSON line, newline included, in UTF-8."""
+    # Adds and removes are the bulk of a large commit. Their known fields are strings,
+    # integers and booleans, which orjson writes byte for byte as the standard encoder does,
+    # several times faster (it spells some floats differently, so unknown fields take the
+    # standard path, as does anything it refuses, such as an integer beyond 64 bits).
+    if type(action) is AddFile and not action.extra:
+        fast = _orjson_line({"add": _add_to(action)})
+    elif type(action) is RemoveFile and not action.extra:
+        fast = _orjson_line({"remove": _remove_to(action)})
+    else:
+        fast = None
+    if fast is not None:
+        return fast
+    text = json.dumps(action_to_json_obj(action), separators=_SEPARATORS, ensure_ascii=False)
+    return (text + "\n").encode("utf-8")
+
+
+def _orjson_line(obj: JsonDict) -> bytes | None:
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return None
 
 
 def parse_commit(data: bytes, *, where: str) -> list[Action]:
@@ -464,4 +482,4 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
 
 def serialize_commit(actions: Iterable[Action]) -> bytes:
     """A whole commit file: one JSON line per action, newline-terminated."""
-    return "".join(serialize_action(a) + "\n" for a in actions).encode("utf-8")
+    return b"".join([_line(a) for a in actions])

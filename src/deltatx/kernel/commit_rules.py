@@ -80,17 +80,27 @@ def check_commit(
             invalid, or the commit uses deletion vectors that the protocol does not name.
     """
     configuration.check_writable()
-    adds = [a for a in actions if isinstance(a, AddFile)]
-    removes = [a for a in actions if isinstance(a, RemoveFile)]
-    if table_root is not None:
-        for a in actions:
-            if isinstance(a, AddFile):
-                check_data_path(a.path, root=table_root)
-                check_deletion_vector(a, root=table_root)
-            elif isinstance(a, AddCDCFile):
-                check_data_path(a.path, root=table_root, what="cdc")
+    adds: list[AddFile] = []
+    removes: list[RemoveFile] = []
+    # One pass over what may be thousands of actions; paths of the common plain form are
+    # accepted here without a call (see check_data_path).
+    plain = _PLAIN_RELATIVE.fullmatch
+    for a in actions:
+        if isinstance(a, AddFile):
+            adds.append(a)
+            if table_root is not None:
+                if not plain(a.path) or _in_log_dir(a.path):
+                    check_data_path(a.path, root=table_root)
+                if a.deletion_vector is not None:
+                    check_deletion_vector(a, root=table_root)
+        elif isinstance(a, RemoveFile):
+            removes.append(a)
+        elif isinstance(a, AddCDCFile) and table_root is not None:
+            check_data_path(a.path, root=table_root, what="cdc")
     _check_features_used(configuration, adds)
     _check_append_only(configuration, adds, removes, operation)
+    if not configuration.has_constraints:
+        return
     # Re-adding a file under a new deletion vector adds no row; only new files must hold.
     replaced = {r.path for r in removes}
     for a in adds:
@@ -147,6 +157,10 @@ _NAME = r"[A-Za-z0-9_=-]+(?:\.[A-Za-z0-9_=-]+)*"
 _PLAIN_RELATIVE = re.compile(rf"{_NAME}(?:/{_NAME})*")
 
 
+def _in_log_dir(path: str) -> bool:
+    return path.split("/", 1)[0] == LOG_DIR
+
+
 def check_data_path(path: str, *, root: str, what: str = "add") -> None:
     """Refuses a file path that would point outside the table root.
 
@@ -160,7 +174,7 @@ def check_data_path(path: str, *, root: str, what: str = "add") -> None:
     Raises:
         InvalidArgumentError: The path escapes the root; the message names it.
     """
-    if _PLAIN_RELATIVE.fullmatch(path) and path.split("/", 1)[0] != LOG_DIR:
+    if _PLAIN_RELATIVE.fullmatch(path) and not _in_log_dir(path):
         return
     decoded = unquote(path)
     bad = f"{what} {path!r}"

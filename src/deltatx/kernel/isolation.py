@@ -48,14 +48,12 @@ def can_downgrade_to_snapshot_isolation(
     metadata) downgrades. Under WriteSerializable the operation itself must also not be one
     that changes data.
     """
-    data_changed = False
     for action in actions:
         if isinstance(action, AddFile | RemoveFile | AddCDCFile):
-            data_changed = data_changed or action.data_change
+            if action.data_change:
+                return False
         elif not isinstance(action, CommitInfo):
             return False
-    if data_changed:
-        return False
     if table_level is IsolationLevel.SERIALIZABLE:
         return True
     if table_level is IsolationLevel.WRITE_SERIALIZABLE:

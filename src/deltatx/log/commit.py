@@ -151,7 +151,7 @@ def validate_actions(
     apps: set[str] = set()
     for a in actions:
         if isinstance(a, AddFile):
-            if set(a.partition_values) != partition_columns:
+            if a.partition_values.keys() != partition_columns:
                 raise InvalidArgumentError(
                     f"add {a.path}: partition values {sorted(a.partition_values)} do not match "
                     f"the table's partition columns {sorted(partition_columns)}"
@@ -221,9 +221,10 @@ def commit(
         table_path=log.table_path,
         constraints_checked=constraints_checked,
     )
-    md, props = configuration.metadata, configuration.properties
+    props = configuration.properties
     read_version = -1 if read_snapshot is None else read_snapshot.version
-    partition_source = md if read_snapshot is None else read_snapshot.metadata
+    # Conflicts are judged against the partitioning the transaction read.
+    partition_source = configuration if read_snapshot is None else read_snapshot.table_configuration
     level = resolve_isolation_level(
         actions, table_level=props.isolation_level, operation_changes_data=operation.changes_data
     )
@@ -237,8 +238,8 @@ def commit(
         operation=operation,
         isolation_level=level,
         is_blind_append=blind,
-        schema=parse_schema(partition_source.schema_string),
-        partition_columns=tuple(partition_source.partition_columns),
+        schema=partition_source.schema,
+        partition_columns=tuple(partition_source.metadata.partition_columns),
         deletion_vectors=configuration.deletion_vectors_enabled,
     )
     info = CommitInfo(
@@ -256,7 +257,8 @@ def commit(
     attempt_version = read_version + 1
     started = time.monotonic()
     plan = RebasePlan(pending)
-    checker = checker_for(pending)
+    # Built at the first collision: most commits never meet a winner.
+    checker: ConflictChecker | None = None
     written = NOTHING_WRITTEN
     stamps = _Timestamps.of(configuration, read_snapshot)
     for attempt in range(1, limit + 1):
@@ -283,6 +285,8 @@ def commit(
             discard_superseded(log, pending, written, plan)
             return _published(log, attempt_version, attempt, level, blind, txn_id, props)
         latest = log.latest_version()
+        if checker is None:
+            checker = checker_for(plan.pending)
         for version in range(attempt_version, latest + 1):
             winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
             if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:

@@ -310,7 +310,7 @@ class DeltaLog:
         version = commits[-1].version
         if ts is None:
             ts = self._commit_timestamp(version, None)
-        return Snapshot(self.table_path, version, state, timestamp=ts)
+        return Snapshot(self.table_path, version, state, timestamp=ts, previous=snapshot)
 
     # -- commits and history ---------------------------------------------------------------
 

@@ -336,8 +336,21 @@ class Snapshot:
         "version",
     )
 
-    def __init__(self, table_path: str, version: int, state: TableState, *, timestamp: int) -> None:
-        """Wraps a reconciled state; use :meth:`DeltaLog.snapshot` to get one."""
+    def __init__(
+        self,
+        table_path: str,
+        version: int,
+        state: TableState,
+        *,
+        timestamp: int,
+        previous: Snapshot | None = None,
+    ) -> None:
+        """Wraps a reconciled state; use :meth:`DeltaLog.snapshot` to get one.
+
+        ``previous`` is an older snapshot of the same table: what it derived from the very
+        same protocol and metadata (schema, properties, configuration) is reused, so a chain
+        of updates that leave them unchanged validates and parses them once.
+        """
         assert state.protocol is not None and state.metadata is not None
         self.table_path = table_path
         self.version = version
@@ -354,6 +367,11 @@ class Snapshot:
         self._properties: TableProperties | None = None
         self._table_configuration: TableConfiguration | None = None
         self._add_files: list[AddFile] | None = None
+        if previous is not None and previous.metadata is self.metadata:
+            self._schema = previous._schema
+            self._properties = previous._properties
+            if previous.protocol is self.protocol:
+                self._table_configuration = previous._table_configuration
 
     def __repr__(self) -> str:
         return f"Snapshot({self.table_path!r}, version={self.version}, files={self.num_files})"

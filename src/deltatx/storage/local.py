@@ -14,11 +14,17 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import uuid
 from collections.abc import Iterator
 
 from deltatx.storage.faults import fault_point
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _fsync_dir(directory: str) -> None:
@@ -45,20 +51,26 @@ class LocalLogStore:
         """Writes a whole file atomically; without ``overwrite`` only if it is absent."""
         target = path
         directory = os.path.dirname(target) or "."
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.urandom(8).hex()}.tmp")
         try:
-            with open(tmp, "wb") as f:
-                # Written in two halves with a flush between, so that a crash armed at the
-                # partial-write point leaves a truly half-written temporary file on disk.
-                half = len(data) // 2
-                f.write(data[:half])
-                f.flush()
+            try:
+                fd = os.open(tmp, _CREATE, 0o666)
+            except FileNotFoundError:
+                # The directory is created on first need: a commit then costs no extra calls.
+                os.makedirs(directory, exist_ok=True)
+                fd = os.open(tmp, _CREATE, 0o666)
+            try:
+                # Written in two halves, so that a crash armed at the partial-write point
+                # leaves a truly half-written temporary file on disk.
+                view = memoryview(data)
+                half = len(view) // 2
+                _write_all(fd, view[:half])
                 fault_point("log_store.partial_write")
-                f.write(data[half:])
-                f.flush()
+                _write_all(fd, view[half:])
                 if self._fsync:
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             if overwrite:
                 os.replace(tmp, target)
             else:

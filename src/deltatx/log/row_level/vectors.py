@@ -55,6 +55,8 @@ class WrittenVectors:
         """The plan's actions with each planned add carrying its written vector."""
         if set(self.rows) != set(plan.vectors):
             raise ValueError("these vectors were written for another plan")
+        if not plan.vectors:
+            return plan.pending.actions
         return tuple(
             replace(a, deletion_vector=self.descriptors[a.path])
             if isinstance(a, AddFile) and plan.is_planned(a)
