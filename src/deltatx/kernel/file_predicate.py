@@ -1,28 +1,41 @@
-"""A file-skipping predicate compiled once, then asked of many files.
+"""A file-skipping predicate compiled once, then asked of many files at once.
 
 A conflict check asks one read predicate (the OR of the transaction's read predicates) of
-every file the winning commits added. :func:`deltatx.kernel.evaluation.file_may_match` walks
-the predicate tree and coerces its literals for each file; here that work is done once: each
-``column op literal`` leaf has its literal brought to the column's kind, a range on one column
-(``lo <= c AND c < hi``) looks the column up once, and an OR of equalities on one partition
-column becomes one set lookup. The answers are exactly ``file_may_match``'s.
+every file a winning commit added. Here the files are read column by column: each file's
+statistics JSON is parsed once per batch, and each column the predicate names is extracted
+once into lists of bounds. The predicate is compiled once into a tree of closures, each of
+which answers for every file of a batch in one pass over those lists; the answers of a node
+are a byte mask held in one integer (byte ``i`` is 1 when file ``i`` may match), so that
+ORs and ANDs of many read predicates cost one integer operation, not one per file.
+
+The rules themselves (what a partition value or a statistic says about a column, what a
+comparison may be) are :mod:`deltatx.kernel.evaluation`'s; expressions beyond comparisons of
+a column with a literal are answered per file by it, and the answers are exactly
+``file_may_match``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     _FLIPPED,
     _T,
+    _TYPE_CHANGES,
     _ColumnPlan,
     _FileView,
     _mask,
-    _needs_exact,
-    _Range,
+    column_plan,
+    may_hold_value,
+    needs_exact,
+    num_records_of,
+    parse_stats,
+    partition_range,
+    stats_range,
 )
 from deltatx.kernel.expressions import (
     And,
@@ -30,6 +43,7 @@ from deltatx.kernel.expressions import (
     Comparison,
     ComparisonOp,
     Expression,
+    In,
     Literal,
     Or,
 )
@@ -45,14 +59,13 @@ from deltatx.kernel.values import (
 
 
 class FilePredicate:
-    """A predicate compiled once, then asked of many files as :func:`file_may_match` would be.
+    """A predicate compiled once, then asked of batches of files as ``file_may_match`` would be.
 
-    A conflict check asks one read predicate of every file the winning commits added: the
-    tree is walked, and each ``column op literal`` leaf has its literal brought to the
-    column's kind, once here rather than once per file.
+    The compiled tree and the per-column lookups are shared by every batch, so a conflict
+    checker builds one for its read set and asks it about each winning commit's files.
     """
 
-    __slots__ = ("_exact", "_parts", "_plans", "_schema", "_test")
+    __slots__ = ("_exact", "_lookups", "_lowered_parts", "_parts", "_plans", "_schema", "_test")
 
     def __init__(
         self, predicate: Expression, *, schema: StructType, partition_columns: Sequence[str]
@@ -60,128 +73,320 @@ class FilePredicate:
         """Compiles ``predicate`` for files of a table with this schema and partitioning."""
         self._schema = schema
         self._parts = tuple(partition_columns)
-        self._exact = _needs_exact(schema)
+        self._exact = needs_exact(schema)
         self._plans: dict[str, _ColumnPlan] = {}
+        self._lookups: dict[str, _Lookup] = {}
+        self._lowered_parts = frozenset(c.lower() for c in partition_columns)
         self._test = _compile(predicate, schema, {c.lower() for c in partition_columns})
+
+    def first_match(self, files: Sequence[AddFile]) -> int | None:
+        """The index of the first file that may hold a matching row, or None if none may."""
+        if not files:
+            return None
+        batch = _Columns(self, files)
+        hits = self._test(batch).to_bytes(len(files), "little")
+        i = hits.find(1)
+        while i >= 0:
+            if batch.num_records(i) != 0:
+                return i
+            i = hits.find(1, i + 1)
+        return None
+
+    def matches(self, files: Sequence[AddFile]) -> list[bool]:
+        """For each file, exactly ``file_may_match(predicate, file, ...)``."""
+        if not files:
+            return []
+        batch = _Columns(self, files)
+        hits = self._test(batch).to_bytes(len(files), "little")
+        return [hit == 1 and batch.num_records(i) != 0 for i, hit in enumerate(hits)]
 
     def may_match(self, file: AddFile) -> bool:
         """Exactly ``file_may_match(predicate, file, ...)``."""
-        view = _FileView(file, self._schema, self._parts, exact=self._exact, plans=self._plans)
-        if view.num_records == 0:
-            return False
-        return self._test(view)
+        return self.first_match((file,)) is not None
 
 
-_Test = Callable[[_FileView], bool]
-_RangeTest = Callable[[_Range | None], bool]
+class _Bounds(NamedTuple):
+    """One column over a batch of files, one entry per file.
+
+    A file about which nothing is known has no bounds and may hold values (so every
+    comparison may be TRUE), and is marked ``unknown`` for the set lookups.
+    """
+
+    lo: list[Any]  # None: unbounded below
+    hi: list[Any]  # None: unbounded above
+    valued: list[bool]  # may hold a non-null value
+    unknown: list[bool]
+    all_valued: bool
+    lo_bounded: bool  # no None in ``lo``
+    hi_bounded: bool
+
+
+_MISSING = object()
+
+
+class _Columns:
+    """A batch of files read column by column, each piece at most once."""
+
+    __slots__ = ("_bounds", "_nums", "_owner", "_stats", "_views", "files", "n")
+
+    def __init__(self, owner: FilePredicate, files: Sequence[AddFile]) -> None:
+        self._owner = owner
+        self.files = files
+        self.n = len(files)
+        self._stats: list[dict[str, Any] | None] | None = None
+        self._nums: list[int | None] | None = None
+        self._bounds: dict[str, _Bounds] = {}
+        self._views: list[_FileView] | None = None
+
+    def stats(self) -> list[dict[str, Any] | None]:
+        """Each file's parsed statistics (None: absent or unreadable)."""
+        if self._stats is None:
+            self._stats = [self._parse(f.stats) for f in self.files]
+        return self._stats
+
+    def _parse(self, text: str | None) -> dict[str, Any] | None:
+        parsed = parse_stats(text, exact=self._owner._exact) if text else None
+        return parsed if isinstance(parsed, dict) else None
+
+    def num_records(self, i: int) -> int | None:
+        """File ``i``'s ``numRecords``; statistics are parsed for it alone if not yet read."""
+        if self._nums is not None:
+            return self._nums[i]
+        stats = self._stats[i] if self._stats is not None else self._parse(self.files[i].stats)
+        return None if stats is None else num_records_of(stats)
+
+    def views(self) -> list[_FileView]:
+        """The files as ``file_may_match`` sees them, for the expressions compiled per file."""
+        if self._views is None:
+            o = self._owner
+            self._views = [
+                _FileView(f, o._schema, o._parts, exact=o._exact, plans=o._plans)
+                for f in self.files
+            ]
+        return self._views
+
+    def column(self, name: str) -> _Bounds:
+        """The column's bounds in every file of the batch."""
+        try:
+            return self._bounds[name]
+        except KeyError:
+            bounds = self._bounds[name] = self._column(name)
+            return bounds
+
+    def _column(self, name: str) -> _Bounds:
+        o = self._owner
+        plan = o._plans.get(name)
+        if plan is None:
+            plan = o._plans[name] = column_plan(o._schema, name)
+        f, kind, names = plan
+        find = o._lookups.get(name)
+        if find is None:
+            find = o._lookups[name] = _Lookup(names)
+        lo: list[Any] = []
+        hi: list[Any] = []
+        valued: list[bool] = []
+        unknown: list[bool] = []
+        if name.lower() in o._lowered_parts:
+            # A batch holds few distinct partition values: each is read once.
+            seen: dict[str | None, tuple[Any, bool, bool]] = {}
+            for file in self.files:
+                raw = find(file.partition_values)
+                entry = seen.get(raw)
+                if entry is None:
+                    rng = partition_range(raw, f, kind)
+                    if rng is None or rng.kind is None:
+                        entry = (None, True, True)
+                    else:
+                        entry = (_value(rng.lo), rng.may_have_value, False)
+                    seen[raw] = entry
+                lo.append(entry[0])
+                valued.append(entry[1])
+                unknown.append(entry[2])
+            hi = lo
+        elif f is None or kind is None:
+            lo = hi = [None] * self.n
+            valued = unknown = [True] * self.n
+        else:
+            # Bounds already of the column's final type are taken as they are; anything else
+            # (floats read exactly, dates, timestamps, widened types) goes through the rule.
+            fast = _FAST_TYPES.get(kind) if _TYPE_CHANGES not in f.metadata else None
+            nums = self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
+            for i, stats in enumerate(self.stats()):
+                if stats is None:
+                    lo.append(None)
+                    hi.append(None)
+                    valued.append(True)
+                    unknown.append(True)
+                    continue
+                raw_lo = find(stats.get("minValues"))
+                raw_hi = find(stats.get("maxValues"))
+                nulls = find(stats.get("nullCount"))
+                n = nums[i]
+                if (
+                    fast is not None
+                    and (raw_lo is None or type(raw_lo) is fast)
+                    and (raw_hi is None or type(raw_hi) is fast)
+                ):
+                    lo.append(raw_lo)
+                    hi.append(raw_hi)
+                    valued.append(may_hold_value(nulls, n))
+                else:
+                    rng = stats_range(
+                        f,
+                        kind,
+                        n,
+                        nulls,
+                        raw_lo,
+                        raw_hi,
+                        partial(_exact_bounds, self.files[i].stats, find),
+                    )
+                    lo.append(_value(rng.lo))
+                    hi.append(_value(rng.hi))
+                    valued.append(rng.may_have_value)
+                unknown.append(False)
+        return _Bounds(
+            lo,
+            hi,
+            valued,
+            unknown,
+            all(valued),
+            None not in lo,
+            None not in hi,
+        )
+
+
+# Kinds whose statistics, as JSON decodes them, already are the values the rule would make.
+_FAST_TYPES: dict[Kind, type] = {Kind.INTEGRAL: int, Kind.STRING: str}
+
+
+def _exact_bounds(text: str | None, find: _Lookup) -> tuple[Any, Any]:
+    parsed = parse_stats(text or "", exact=True)
+    if not isinstance(parsed, dict):
+        return None, None
+    return find(parsed.get("minValues")), find(parsed.get("maxValues"))
+
+
+def _value(typed: Any) -> Any:
+    return None if typed is None else typed.value
+
+
+class _Lookup:
+    """A column's entry in a JSON object, under its first name present, in any case.
+
+    Names are matched as :mod:`deltatx.kernel.evaluation` matches them (keys lower-cased, the
+    last of equal ones winning). Which key that is depends only on the object's keys, so it
+    is worked out once per layout of keys: the files of one table share a few.
+    """
+
+    __slots__ = ("_layouts", "_names")
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = tuple(names)
+        self._layouts: dict[tuple[Any, ...], Any] = {}
+
+    def __call__(self, obj: Any) -> Any:
+        if type(obj) is not dict or not obj:
+            return None
+        layout = tuple(obj)
+        key = self._layouts.get(layout, _MISSING)
+        if key is _MISSING:
+            lowered = {str(k).lower(): k for k in layout}
+            key = next((lowered[n] for n in self._names if n in lowered), None)
+            if len(self._layouts) < _MAX_LAYOUTS:
+                self._layouts[layout] = key
+        return None if key is None else obj[key]
+
+
+_MAX_LAYOUTS = 256
+
+
+# -- the compiled predicate -------------------------------------------------------------------
+
+# A node answers for a whole batch: byte ``i`` of the integer is 1 when file ``i`` may match.
+_Test = Callable[[_Columns], int]
 # Kinds whose equal values hash alike, so that an OR of equalities becomes one set lookup.
 _HASHABLE_KINDS = frozenset({Kind.STRING, Kind.INTEGRAL, Kind.DATE, Kind.BOOLEAN})
+# Kinds whose bounds and coerced literals always compare (ints with ints, floats or Decimals;
+# strings with strings; dates with dates; never a NaN), so no comparison can be undecided.
+_TOTALLY_ORDERED_KINDS = frozenset({Kind.INTEGRAL, Kind.STRING, Kind.DATE})
+
+
+def _mask_of(hits: list[bool]) -> int:
+    return int.from_bytes(bytes(hits), "little")
+
+
+def _ones(n: int) -> int:
+    return int.from_bytes(b"\x01" * n, "little")
 
 
 def _compile(expr: Expression, schema: StructType, parts: set[str]) -> _Test:
-    """``_may_be_true`` for one expression, as a closure over its pre-processed tree."""
+    """``_may_be_true`` of one expression for a batch, as a closure over its compiled tree."""
     if isinstance(expr, Or):
-        return _compile_or(expr, schema, parts)
+        return _compile_or(expr.children, schema, parts)
     if isinstance(expr, And):
-        leaves = [_compile_comparison(c, schema, parts) for c in expr.children]
-        names = {leaf[0].lower() for leaf in leaves if leaf is not None}
-        if len(names) == 1 and all(leaf is not None for leaf in leaves):
-            # A range on one column (lo <= c AND c < hi): its bounds are looked up once.
-            name = next(leaf[0] for leaf in leaves if leaf is not None)
-            checks = tuple(leaf[1] for leaf in leaves if leaf is not None)
-
-            def in_range(view: _FileView) -> bool:
-                rng = view.column(name)
-                return all(check(rng) for check in checks)
-
-            return in_range
         tests = tuple(_compile(c, schema, parts) for c in expr.children)
 
-        def all_true(view: _FileView) -> bool:
-            return all(t(view) for t in tests)
+        def all_true(batch: _Columns) -> int:
+            acc = _ones(batch.n)
+            for t in tests:
+                acc &= t(batch)
+                if not acc:
+                    break
+            return acc
 
         return all_true
+    if (
+        isinstance(expr, In)
+        and isinstance(expr.value, Column)
+        and all(isinstance(o, Literal) for o in expr.options)
+    ):
+        # IN is TRUE exactly where one of its equalities is (``_mask`` ORs them).
+        equalities = [Comparison(ComparisonOp.EQ, expr.value, o) for o in expr.options]
+        return _compile_or(tuple(equalities), schema, parts)
     if isinstance(expr, Comparison):
         leaf = _compile_comparison(expr, schema, parts)
         if leaf is not None:
-            name, check = leaf
+            return leaf
 
-            def one(view: _FileView) -> bool:
-                return check(view.column(name))
+    def per_file(batch: _Columns) -> int:
+        return _mask_of([bool(_mask(expr, view) & _T) for view in batch.views()])
 
-            return one
-
-    def generic(view: _FileView) -> bool:
-        return bool(_mask(expr, view) & _T)
-
-    return generic
+    return per_file
 
 
-def _compile_or(expr: Or, schema: StructType, parts: set[str]) -> _Test:
+def _compile_or(children: Sequence[Expression], schema: StructType, parts: set[str]) -> _Test:
     # Equalities on one partition column (the usual read set of partition-wise writers) become
-    # one lookup of the file's partition value in a set of literals.
+    # one lookup of each file's partition value in a set of literals.
     values: dict[str, set[Any]] = {}
-    # Conjunctions of comparisons on one column (id ranges), per column: its range is then
-    # looked up once for all of them.
-    ranges: dict[str, tuple[str, list[tuple[_RangeTest, ...]]]] = {}
     tests: list[_Test] = []
-    for child in expr.children:
+    for child in children:
         equality = _partition_equality(child, schema, parts)
         if equality is not None:
             values.setdefault(equality[0], set()).add(equality[1])
-            continue
-        conjunction = _one_column_checks(child, schema, parts)
-        if conjunction is not None:
-            name, checks = conjunction
-            ranges.setdefault(name.lower(), (name, []))[1].append(checks)
-            continue
-        tests.append(_compile(child, schema, parts))
-    for name, alternatives in ranges.values():
-        tests.insert(0, _any_range(name, tuple(alternatives)))
-    for name, literals in values.items():
-        tests.insert(0, _value_in(name, frozenset(literals)))
-    compiled = tuple(tests)
+        else:
+            tests.append(_compile(child, schema, parts))
+    sets = [_value_in(name, frozenset(literals)) for name, literals in values.items()]
+    compiled = tuple(sets + tests)
 
-    def any_true(view: _FileView) -> bool:
-        return any(t(view) for t in compiled)
+    def any_true(batch: _Columns) -> int:
+        ones = _ones(batch.n)
+        acc = 0
+        for t in compiled:
+            acc |= t(batch)
+            if acc == ones:
+                break
+        return acc
 
     return any_true
 
 
-def _one_column_checks(
-    expr: Expression, schema: StructType, parts: set[str]
-) -> tuple[str, tuple[_RangeTest, ...]] | None:
-    """A comparison, or an AND of comparisons, on one column: the column and its tests."""
-    children = expr.children if isinstance(expr, And) else (expr,)
-    leaves = [_compile_comparison(c, schema, parts) for c in children]
-    if not leaves or any(leaf is None for leaf in leaves):
-        return None
-    compiled = [leaf for leaf in leaves if leaf is not None]
-    if len({name.lower() for name, _ in compiled}) != 1:
-        return None
-    return compiled[0][0], tuple(check for _, check in compiled)
-
-
-def _any_range(name: str, alternatives: tuple[tuple[_RangeTest, ...], ...]) -> _Test:
-    def lookup(view: _FileView) -> bool:
-        rng = view.column(name)
-        for checks in alternatives:
-            for check in checks:
-                if not check(rng):
-                    break
-            else:
-                return True
-        return False
-
-    return lookup
-
-
 def _value_in(name: str, literals: frozenset[Any]) -> _Test:
-    def lookup(view: _FileView) -> bool:
-        rng = view.column(name)
-        if rng is None or rng.kind is None:
-            return True
-        return rng.may_have_value and rng.lo is not None and rng.lo.value in literals
+    def lookup(batch: _Columns) -> int:
+        col = batch.column(name)
+        # A NULL partition value has no bound and is in no set; an unreadable one may match.
+        if any(col.unknown):
+            return _mask_of([v in literals or u for v, u in zip(col.lo, col.unknown, strict=True)])
+        return _mask_of([v in literals for v in col.lo])
 
     return lookup
 
@@ -211,59 +416,12 @@ def _partition_equality(
         return None
 
 
-# Whether ``column op literal`` may be TRUE, from the comparisons of the column's lower and
-# upper bound with the literal (None: unbounded), as ``_compare_range`` decides it.
-_MAY_BE_TRUE: dict[ComparisonOp, Callable[[int | None, int | None], bool]] = {
-    ComparisonOp.EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
-    ComparisonOp.NULL_SAFE_EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
-    ComparisonOp.NE: lambda lo, hi: not (lo == 0 and hi == 0),
-    ComparisonOp.LT: lambda lo, hi: lo is None or lo < 0,
-    ComparisonOp.LE: lambda lo, hi: lo is None or lo <= 0,
-    ComparisonOp.GT: lambda lo, hi: hi is None or hi > 0,
-    ComparisonOp.GE: lambda lo, hi: hi is None or hi >= 0,
-}
+def _compile_comparison(expr: Comparison, schema: StructType, parts: set[str]) -> _Test | None:
+    """``column op literal`` with the literal coerced once, as a test of the column's bounds.
 
-
-# Kinds whose bounds and coerced literals always compare (ints with ints, floats or Decimals;
-# strings with strings; dates with dates; never a NaN), so no comparison can be undecided.
-_TOTALLY_ORDERED_KINDS = frozenset({Kind.INTEGRAL, Kind.STRING, Kind.DATE})
-
-
-def _ordered_check(op: ComparisonOp, c: Any) -> _RangeTest:
-    """``_compare_range``'s TRUE bit for ``column op c`` on a totally ordered kind."""
-
-    def check(rng: _Range | None) -> bool:
-        if rng is None or rng.kind is None:
-            return True
-        if not rng.may_have_value:
-            return False
-        lo = None if rng.lo is None else rng.lo.value
-        hi = None if rng.hi is None else rng.hi.value
-        if op is ComparisonOp.LT:
-            return lo is None or lo < c
-        if op is ComparisonOp.LE:
-            return lo is None or lo <= c
-        if op is ComparisonOp.GT:
-            return hi is None or hi > c
-        if op is ComparisonOp.GE:
-            return hi is None or hi >= c
-        if op is ComparisonOp.NE:
-            return not (lo is not None and hi is not None and lo == c and hi == c)
-        return (lo is None or lo <= c) and (hi is None or hi >= c)
-
-    return check
-
-
-def _compile_comparison(
-    expr: Expression, schema: StructType, parts: set[str]
-) -> tuple[str, _RangeTest] | None:
-    """``column op literal`` with the literal coerced once: the column and a test of its range.
-
-    None where only the general path is right: timestamps (with their zone slack), NULL or
+    None where only the per-file rule is right: timestamps (with their zone slack), NULL or
     uncoercible literals.
     """
-    if not isinstance(expr, Comparison):
-        return None
     left, right, op = expr.left, expr.right, expr.op
     if isinstance(left, Literal) and isinstance(right, Column):
         left, right, op = right, left, _FLIPPED[op]
@@ -285,23 +443,77 @@ def _compile_comparison(
     if kind in _TOTALLY_ORDERED_KINDS and not (
         isinstance(literal, Decimal) and not literal.is_finite()
     ):
-        return left.name, _ordered_check(op, literal)
+        return _ordered(left.name, op, literal)
+    return _unordered(left.name, op, literal)
+
+
+def _ordered(name: str, op: ComparisonOp, c: Any) -> _Test:
+    """``_compare_range``'s TRUE bit for ``column op c`` on a totally ordered kind."""
+
+    def test(batch: _Columns) -> int:
+        col = batch.column(name)
+        lo, hi = col.lo, col.hi
+        hits: list[bool]
+        if op is ComparisonOp.LT:
+            hits = [x < c for x in lo] if col.lo_bounded else [x is None or x < c for x in lo]
+        elif op is ComparisonOp.LE:
+            hits = [x <= c for x in lo] if col.lo_bounded else [x is None or x <= c for x in lo]
+        elif op is ComparisonOp.GT:
+            hits = [x > c for x in hi] if col.hi_bounded else [x is None or x > c for x in hi]
+        elif op is ComparisonOp.GE:
+            hits = [x >= c for x in hi] if col.hi_bounded else [x is None or x >= c for x in hi]
+        elif op is ComparisonOp.NE:
+            hits = [
+                not (a is not None and b is not None and a == c and b == c)
+                for a, b in zip(lo, hi, strict=True)
+            ]
+        elif col.lo_bounded and col.hi_bounded:
+            hits = [a <= c <= b for a, b in zip(lo, hi, strict=True)]
+        else:
+            hits = [
+                (a is None or a <= c) and (b is None or b >= c) for a, b in zip(lo, hi, strict=True)
+            ]
+        if not col.all_valued:
+            # A file whose values are all NULL makes no comparison TRUE.
+            hits = [h and v for h, v in zip(hits, col.valued, strict=True)]
+        return _mask_of(hits)
+
+    return test
+
+
+# Whether ``column op literal`` may be TRUE, from the comparisons of the column's lower and
+# upper bound with the literal (None: unbounded), as ``_compare_range`` decides it.
+_MAY_BE_TRUE: dict[ComparisonOp, Callable[[int | None, int | None], bool]] = {
+    ComparisonOp.EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
+    ComparisonOp.NULL_SAFE_EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
+    ComparisonOp.NE: lambda lo, hi: not (lo == 0 and hi == 0),
+    ComparisonOp.LT: lambda lo, hi: lo is None or lo < 0,
+    ComparisonOp.LE: lambda lo, hi: lo is None or lo <= 0,
+    ComparisonOp.GT: lambda lo, hi: hi is None or hi > 0,
+    ComparisonOp.GE: lambda lo, hi: hi is None or hi >= 0,
+}
+
+
+def _unordered(name: str, op: ComparisonOp, c: Any) -> _Test:
+    """``_compare_range``'s TRUE bit where a bound may not compare with the literal (NaN)."""
     decide = _MAY_BE_TRUE[op]
 
-    def check(rng: _Range | None) -> bool:
-        if rng is None or rng.kind is None:
-            return True
-        if not rng.may_have_value:
+    def one(lo: Any, hi: Any, valued: bool) -> bool:
+        if not valued:
             return False
         cmp_lo = cmp_hi = None
-        if rng.lo is not None:
-            cmp_lo = compare(rng.lo.value, literal)
+        if lo is not None:
+            cmp_lo = compare(lo, c)
             if cmp_lo is None:
                 return True
-        if rng.hi is not None:
-            cmp_hi = compare(rng.hi.value, literal)
+        if hi is not None:
+            cmp_hi = compare(hi, c)
             if cmp_hi is None:
                 return True
         return decide(cmp_lo, cmp_hi)
 
-    return left.name, check
+    def test(batch: _Columns) -> int:
+        col = batch.column(name)
+        return _mask_of(list(map(one, col.lo, col.hi, col.valued)))
+
+    return test

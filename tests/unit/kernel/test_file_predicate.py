@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -15,7 +17,7 @@ from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Express
 from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
-from .test_evaluation import cmp, file, make_file, scenario
+from .test_evaluation import cmp, file, make_file, predicates, scenario, table_and_rows
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -33,6 +35,54 @@ def test_compiled_predicate_agrees_with_file_may_match(
     for f in (make_file(rows), make_file(rows, with_stats=False)):
         expected = file_may_match(combined, f, schema=schema, partition_columns=["p"])
         assert compiled.may_match(f) == expected
+
+
+def _variant(f: AddFile, how: int) -> AddFile:
+    """The same file with statistics as other writers spell them."""
+    if how == 0 or not f.stats:
+        return f
+    stats = json.loads(f.stats)
+    if how == 1:  # upper-case names (matched in any case), integers written as floats
+        for key in ("minValues", "maxValues", "nullCount"):
+            stats[key] = {
+                k.upper(): float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                for k, v in stats[key].items()
+            }
+    elif how == 2:  # counts that say nothing, no numRecords
+        stats["nullCount"] = {k: True for k in stats["nullCount"]}
+        del stats["numRecords"]
+    else:
+        return replace(f, stats="{not json", partition_values={"P": "x"})
+    return replace(f, stats=json.dumps(stats))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), table_and_rows(), st.lists(table_and_rows(), max_size=6))
+def test_batch_agrees_with_file_may_match_per_file(
+    data: st.DataObject,
+    first: tuple[StructType, list[dict[str, Any]]],
+    others: list[tuple[StructType, list[dict[str, Any]]]],
+) -> None:
+    """Files asked all at once (a winning commit's adds, column by column) get exactly the
+    answers file_may_match gives each alone, whatever their statistics look like."""
+    schema = first[0]
+    groups = [first[1], *(rows for s, rows in others if s == schema)]
+    files = [
+        _variant(
+            make_file(rows, with_stats=data.draw(st.integers(0, 3)) > 0),
+            data.draw(st.sampled_from([0, 0, 0, 1, 2, 3])),
+        )
+        for rows in groups
+    ]
+    if data.draw(st.booleans()):
+        files.insert(len(files) // 2, make_file([]))  # no rows: never matches
+    preds = data.draw(st.lists(predicates(schema), min_size=1, max_size=4))
+    for pred in (*preds, Or(tuple(preds))):
+        compiled = FilePredicate(pred, schema=schema, partition_columns=["p"])
+        expected = [file_may_match(pred, f, schema=schema, partition_columns=["p"]) for f in files]
+        assert compiled.matches(files) == expected
+        first_hit = compiled.first_match(files)
+        assert first_hit == (expected.index(True) if True in expected else None)
 
 
 @pytest.mark.parametrize(
