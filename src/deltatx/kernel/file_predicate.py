@@ -16,6 +16,7 @@ a column with a literal are answered per file by it, and the answers are exactly
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from functools import partial
@@ -47,7 +48,7 @@ from deltatx.kernel.expressions import (
     Literal,
     Or,
 )
-from deltatx.kernel.schema import StructType
+from deltatx.kernel.schema import StructField, StructType
 from deltatx.kernel.values import (
     TIMESTAMP_KINDS,
     Kind,
@@ -189,8 +190,12 @@ class _Columns:
         if name.lower() in o._lowered_parts:
             # A batch holds few distinct partition values: each is read once.
             seen: dict[str | None, tuple[Any, bool, bool]] = {}
+            layouts = find.layouts
             for file in self.files:
-                raw = find(file.partition_values)
+                pv = file.partition_values
+                # The lookup's cached key, inline: this runs once per file and column.
+                key = layouts.get(tuple(pv), _MISSING) if type(pv) is dict else None
+                raw = find(pv) if key is _MISSING else None if key is None else pv[key]
                 entry = seen.get(raw)
                 if entry is None:
                     rng = partition_range(raw, f, kind)
@@ -207,43 +212,7 @@ class _Columns:
             lo = hi = [None] * self.n
             valued = unknown = [True] * self.n
         else:
-            # Bounds already of the column's final type are taken as they are; anything else
-            # (floats read exactly, dates, timestamps, widened types) goes through the rule.
-            fast = _FAST_TYPES.get(kind) if _TYPE_CHANGES not in f.metadata else None
-            nums = self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
-            for i, stats in enumerate(self.stats()):
-                if stats is None:
-                    lo.append(None)
-                    hi.append(None)
-                    valued.append(True)
-                    unknown.append(True)
-                    continue
-                raw_lo = find(stats.get("minValues"))
-                raw_hi = find(stats.get("maxValues"))
-                nulls = find(stats.get("nullCount"))
-                n = nums[i]
-                if (
-                    fast is not None
-                    and (raw_lo is None or type(raw_lo) is fast)
-                    and (raw_hi is None or type(raw_hi) is fast)
-                ):
-                    lo.append(raw_lo)
-                    hi.append(raw_hi)
-                    valued.append(may_hold_value(nulls, n))
-                else:
-                    rng = stats_range(
-                        f,
-                        kind,
-                        n,
-                        nulls,
-                        raw_lo,
-                        raw_hi,
-                        partial(_exact_bounds, self.files[i].stats, find),
-                    )
-                    lo.append(_value(rng.lo))
-                    hi.append(_value(rng.hi))
-                    valued.append(rng.may_have_value)
-                unknown.append(False)
+            self._stats_bounds(f, kind, find, lo, hi, valued, unknown)
         return _Bounds(
             lo,
             hi,
@@ -253,6 +222,64 @@ class _Columns:
             None not in lo,
             None not in hi,
         )
+
+    def _stats_bounds(
+        self,
+        f: StructField,
+        kind: Kind,
+        find: _Lookup,
+        lo: list[Any],
+        hi: list[Any],
+        valued: list[bool],
+        unknown: list[bool],
+    ) -> None:
+        # Bounds already of the column's final type are taken as they are; anything else
+        # (floats read exactly, dates, timestamps, widened types) goes through the rule.
+        fast = _FAST_TYPES.get(kind) if _TYPE_CHANGES not in f.metadata else None
+        nums = self._nums
+        if nums is None:
+            nums = self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
+        layouts = find.layouts
+        for i, stats in enumerate(self.stats()):
+            if stats is None:
+                lo.append(None)
+                hi.append(None)
+                valued.append(True)
+                unknown.append(True)
+                continue
+            # The lookup's cached keys, inline: this runs once per file and column.
+            mins: Any = stats.get("minValues")
+            maxes: Any = stats.get("maxValues")
+            counts: Any = stats.get("nullCount")
+            k = layouts.get(tuple(mins), _MISSING) if type(mins) is dict else None
+            raw_lo = find(mins) if k is _MISSING else None if k is None else mins[k]
+            k = layouts.get(tuple(maxes), _MISSING) if type(maxes) is dict else None
+            raw_hi = find(maxes) if k is _MISSING else None if k is None else maxes[k]
+            k = layouts.get(tuple(counts), _MISSING) if type(counts) is dict else None
+            nulls = find(counts) if k is _MISSING else None if k is None else counts[k]
+            n = nums[i]
+            if (
+                fast is not None
+                and (raw_lo is None or type(raw_lo) is fast)
+                and (raw_hi is None or type(raw_hi) is fast)
+            ):
+                lo.append(raw_lo)
+                hi.append(raw_hi)
+                valued.append(may_hold_value(nulls, n))
+            else:
+                rng = stats_range(
+                    f,
+                    kind,
+                    n,
+                    nulls,
+                    raw_lo,
+                    raw_hi,
+                    partial(_exact_bounds, self.files[i].stats, find),
+                )
+                lo.append(_value(rng.lo))
+                hi.append(_value(rng.hi))
+                valued.append(rng.may_have_value)
+            unknown.append(False)
 
 
 # Kinds whose statistics, as JSON decodes them, already are the values the rule would make.
@@ -278,22 +305,22 @@ class _Lookup:
     is worked out once per layout of keys: the files of one table share a few.
     """
 
-    __slots__ = ("_layouts", "_names")
+    __slots__ = ("_names", "layouts")
 
     def __init__(self, names: Sequence[str]) -> None:
         self._names = tuple(names)
-        self._layouts: dict[tuple[Any, ...], Any] = {}
+        self.layouts: dict[tuple[Any, ...], Any] = {}
 
     def __call__(self, obj: Any) -> Any:
         if type(obj) is not dict or not obj:
             return None
         layout = tuple(obj)
-        key = self._layouts.get(layout, _MISSING)
+        key = self.layouts.get(layout, _MISSING)
         if key is _MISSING:
             lowered = {str(k).lower(): k for k in layout}
             key = next((lowered[n] for n in self._names if n in lowered), None)
-            if len(self._layouts) < _MAX_LAYOUTS:
-                self._layouts[layout] = key
+            if len(self.layouts) < _MAX_LAYOUTS:
+                self.layouts[layout] = key
         return None if key is None else obj[key]
 
 
@@ -358,15 +385,28 @@ def _compile_or(children: Sequence[Expression], schema: StructType, parts: set[s
     # Equalities on one partition column (the usual read set of partition-wise writers) become
     # one lookup of each file's partition value in a set of literals.
     values: dict[str, set[Any]] = {}
+    # Ranges ``c >= a AND c < b`` on one ordered column (id ranges), by column and operators:
+    # each group is answered per file by one search among its sorted lower ends.
+    ranges: dict[tuple[str, ComparisonOp, ComparisonOp], tuple[str, list[tuple[Any, Any]]]] = {}
     tests: list[_Test] = []
     for child in children:
         equality = _partition_equality(child, schema, parts)
         if equality is not None:
             values.setdefault(equality[0], set()).add(equality[1])
-        else:
-            tests.append(_compile(child, schema, parts))
+            continue
+        pair = _range_pair(child, schema, parts)
+        if pair is not None:
+            name, low_op, low, high_op, high = pair
+            group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
+            group[1].append((low, high))
+            continue
+        tests.append(_compile(child, schema, parts))
     sets = [_value_in(name, frozenset(literals)) for name, literals in values.items()]
-    compiled = tuple(sets + tests)
+    spans = [
+        _any_range(name, low_op, high_op, bounds)
+        for (_, low_op, high_op), (name, bounds) in ranges.items()
+    ]
+    compiled = tuple(sets + spans + tests)
 
     def any_true(batch: _Columns) -> int:
         ones = _ones(batch.n)
@@ -378,6 +418,65 @@ def _compile_or(children: Sequence[Expression], schema: StructType, parts: set[s
         return acc
 
     return any_true
+
+
+_LOWER_OPS = frozenset({ComparisonOp.GE, ComparisonOp.GT})
+_UPPER_OPS = frozenset({ComparisonOp.LT, ComparisonOp.LE})
+
+
+def _range_pair(
+    expr: Expression, schema: StructType, parts: set[str]
+) -> tuple[str, ComparisonOp, Any, ComparisonOp, Any] | None:
+    """``c >= a AND c < b`` (any strictness, either order) on one ordered column, or None."""
+    if not isinstance(expr, And) or len(expr.children) != 2:
+        return None
+    leaves = [_leaf(c, schema, parts) for c in expr.children]
+    if any(leaf is None or not leaf[3] for leaf in leaves):
+        return None
+    first, second = (leaf for leaf in leaves if leaf is not None)
+    if first[0].lower() != second[0].lower():
+        return None
+    if first[1] in _UPPER_OPS:
+        first, second = second, first
+    if first[1] not in _LOWER_OPS or second[1] not in _UPPER_OPS:
+        return None
+    return first[0], first[1], first[2], second[1], second[2]
+
+
+def _any_range(
+    name: str, low_op: ComparisonOp, high_op: ComparisonOp, bounds: list[tuple[Any, Any]]
+) -> _Test:
+    """An OR of ``c low_op a AND c high_op b``: ``_ordered``'s answers, ANDed then ORed.
+
+    An alternative may be TRUE for a file when its upper bound passes ``low_op a`` and its
+    lower bound passes ``high_op b``. With the alternatives sorted by ``a``, those whose ``a``
+    the upper bound passes are a prefix, and one of them has a ``b`` the lower bound passes
+    exactly when the prefix's largest ``b`` does.
+    """
+    ordered = sorted(bounds, key=lambda ab: ab[0])
+    lows = [a for a, _ in ordered]
+    most: list[Any] = []
+    for _, b in ordered:
+        most.append(b if not most or b > most[-1] else most[-1])
+    count = len(ordered)
+    # How many lower ends a value passes: ``hi >= a`` for all a <= hi, ``hi > a`` for a < hi.
+    passed = bisect_right if low_op is ComparisonOp.GE else bisect_left
+    strict = high_op is ComparisonOp.LT
+
+    def test(batch: _Columns) -> int:
+        col = batch.column(name)
+        hits: list[bool] = []
+        for lo, hi, valued in zip(col.lo, col.hi, col.valued, strict=True):
+            k = count if hi is None else passed(lows, hi)
+            if not valued or k == 0:
+                hits.append(False)
+            elif lo is None:
+                hits.append(True)
+            else:
+                hits.append(lo < most[k - 1] if strict else lo <= most[k - 1])
+        return _mask_of(hits)
+
+    return test
 
 
 def _value_in(name: str, literals: frozenset[Any]) -> _Test:
@@ -417,11 +516,24 @@ def _partition_equality(
 
 
 def _compile_comparison(expr: Comparison, schema: StructType, parts: set[str]) -> _Test | None:
-    """``column op literal`` with the literal coerced once, as a test of the column's bounds.
+    """``column op literal`` with the literal coerced once, as a test of the column's bounds."""
+    leaf = _leaf(expr, schema, parts)
+    if leaf is None:
+        return None
+    name, op, literal, ordered = leaf
+    return (_ordered if ordered else _unordered)(name, op, literal)
+
+
+def _leaf(
+    expr: Expression, schema: StructType, parts: set[str]
+) -> tuple[str, ComparisonOp, Any, bool] | None:
+    """``column op literal`` as (column, op, coerced literal, whether the kind is ordered).
 
     None where only the per-file rule is right: timestamps (with their zone slack), NULL or
     uncoercible literals.
     """
+    if not isinstance(expr, Comparison):
+        return None
     left, right, op = expr.left, expr.right, expr.op
     if isinstance(left, Literal) and isinstance(right, Column):
         left, right, op = right, left, _FLIPPED[op]
@@ -440,11 +552,10 @@ def _compile_comparison(expr: Comparison, schema: StructType, parts: set[str]) -
         literal = coerce_literal(right.value, kind).value
     except Uncoercible:
         return None
-    if kind in _TOTALLY_ORDERED_KINDS and not (
+    ordered = kind in _TOTALLY_ORDERED_KINDS and not (
         isinstance(literal, Decimal) and not literal.is_finite()
-    ):
-        return _ordered(left.name, op, literal)
-    return _unordered(left.name, op, literal)
+    )
+    return left.name, op, literal, ordered
 
 
 def _ordered(name: str, op: ComparisonOp, c: Any) -> _Test:

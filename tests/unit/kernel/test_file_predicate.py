@@ -13,11 +13,27 @@ from hypothesis import strategies as st
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import file_may_match
-from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, Literal, Or
+from deltatx.kernel.expressions import (
+    And,
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    Literal,
+    Or,
+)
 from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
-from .test_evaluation import cmp, file, make_file, predicates, scenario, table_and_rows
+from .test_evaluation import (
+    _literal_for,
+    cmp,
+    file,
+    make_file,
+    predicates,
+    scenario,
+    table_and_rows,
+)
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,3 +162,41 @@ def test_statistics_are_read_exactly(stats: str, literal: Any, expected: bool) -
     )
     assert FilePredicate(pred, schema=schema, partition_columns=[]).may_match(f) is expected
     assert file_may_match(pred, f, schema=schema, partition_columns=[]) is expected
+
+
+@st.composite
+def _range_read_set(draw: st.DrawFn, schema: StructType) -> Expression:
+    """An OR of ranges on ordered columns (``c >= a AND c < b`` and the like), as read sets of
+    id-range writers are, with some other predicates mixed in."""
+
+    types = {f.name: f.type.name for f in schema.fields if isinstance(f.type, PrimitiveType)}
+    children: list[Expression] = []
+    for _ in range(draw(st.integers(min_value=1, max_value=6))):
+        if draw(st.integers(min_value=0, max_value=4)) == 0:
+            children.append(draw(predicates(schema, depth=1)))
+            continue
+        col = draw(st.sampled_from(["i", "s", "d", "p"]))
+        low = cmp(draw(st.sampled_from([">=", ">"])), col, _literal_for(draw, types[col]))
+        high = cmp(draw(st.sampled_from(["<", "<="])), col, _literal_for(draw, types[col]))
+        pair = (low, high) if draw(st.booleans()) else (high, low)
+        if draw(st.booleans()):
+            pair = tuple(Comparison(c.op, c.right, c.left) for c in pair)  # type: ignore[assignment]
+        children.append(And(pair))
+    return Or(tuple(children)) if len(children) > 1 else children[0]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), table_and_rows(), st.lists(table_and_rows(), max_size=6))
+def test_ranges_searched_at_once_agree_with_file_may_match(
+    data: st.DataObject,
+    first: tuple[StructType, list[dict[str, Any]]],
+    others: list[tuple[StructType, list[dict[str, Any]]]],
+) -> None:
+    """An OR of ranges on one column, answered by one search per file, is file_may_match."""
+    schema = first[0]
+    groups = [first[1], *(rows for s, rows in others if s == schema)]
+    files = [make_file(rows, with_stats=data.draw(st.integers(0, 4)) > 0) for rows in groups]
+    pred = data.draw(_range_read_set(schema))
+    compiled = FilePredicate(pred, schema=schema, partition_columns=["p"])
+    expected = [file_may_match(pred, f, schema=schema, partition_columns=["p"]) for f in files]
+    assert compiled.matches(files) == expected
