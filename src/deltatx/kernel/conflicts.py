@@ -359,19 +359,27 @@ class ConflictChecker:
         ):
             return  # the Delta code: WriteSerializable ignores blind appends
         read = pending.read_set
-        for add in winner.adds:
-            if not add.data_change:
-                # A compaction's output holds rows that were already in the table; if they were
-                # ones this transaction read, the delete/read check catches the removed source.
-                continue
-            if read.read_whole_table or (read.predicates and self._file_predicate.may_match(add)):
-                raise ConcurrentAppendException(
-                    winning_version=winner.version,
-                    winning_operation=winner.operation,
-                    file=add.path,
-                    partition_values=add.partition_values if pending.partition_columns else None,
-                    hint=self._append_hint(winner, add),
-                )
+        # A compaction's output holds rows that were already in the table; if they were ones
+        # this transaction read, the delete/read check catches the removed source.
+        added = [a for a in winner.adds if a.data_change]
+        if not added:
+            return
+        if read.read_whole_table:
+            hit: int | None = 0
+        elif read.predicates:
+            # All of the winner's files at once, read column by column.
+            hit = self._file_predicate.first_match(added)
+        else:
+            hit = None
+        if hit is not None:
+            add = added[hit]
+            raise ConcurrentAppendException(
+                winning_version=winner.version,
+                winning_operation=winner.operation,
+                file=add.path,
+                partition_values=add.partition_values if pending.partition_columns else None,
+                hint=self._append_hint(winner, add),
+            )
 
     def _append_hint(self, winner: WinningCommit, add: AddFile) -> str:
         pending = self.pending

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
@@ -160,6 +160,79 @@ class _Range(NamedTuple):
 _ColumnPlan = tuple[StructField | None, Kind | None, list[str]]
 
 
+def column_plan(schema: StructType, name: str) -> _ColumnPlan:
+    """How a column is looked up: its field, kind, and the (lower-case) names it goes by."""
+    f = schema.get(name)
+    names = [name.lower()]
+    if f is not None:
+        physical = f.metadata.get(PHYSICAL_NAME_KEY)
+        if isinstance(physical, str):
+            names.insert(0, physical.lower())
+    return f, kind_of_type(f.type) if f is not None else None, names
+
+
+def partition_range(raw: str | None, f: StructField | None, kind: Kind | None) -> _Range | None:
+    """A partition column's one value in a file, from its partition value string."""
+    # A partition column missing from the schema can only be compared as text.
+    pkind = kind if f is not None else Kind.STRING
+    try:
+        value = parse_partition_value(raw, pkind)
+    except Uncoercible:
+        return None
+    return _Range(pkind, value, value, value is None, value is not None, exact=True)
+
+
+def stats_range(
+    f: StructField,
+    kind: Kind | None,
+    num_records: int | None,
+    nulls: Any,
+    raw_lo: Any,
+    raw_hi: Any,
+    exact_bounds: Callable[[], tuple[Any, Any]],
+) -> _Range:
+    """A data column's possible values in a file, from its statistics as JSON decoded them.
+
+    Args:
+        f: The column's field.
+        kind: Its kind.
+        num_records: The file's ``numRecords`` (None when unknown).
+        nulls: Its ``nullCount`` entry, raw.
+        raw_lo: Its ``minValues`` entry, raw.
+        raw_hi: Its ``maxValues`` entry, raw.
+        exact_bounds: The raw bounds read again with exact decimals.
+    """
+    if isinstance(nulls, bool) or not isinstance(nulls, int):
+        nulls = None
+    may_be_null = nulls is None or nulls > 0
+    may_have_value = may_hold_value(nulls, num_records)
+    if kind is not Kind.FRACTIONAL and (isinstance(raw_lo, float) or isinstance(raw_hi, float)):
+        # A bound written with a fraction or exponent, read back exactly as its digits.
+        raw_lo, raw_hi = exact_bounds()
+    lo = parse_stat_value(raw_lo, kind)
+    hi = parse_stat_value(raw_hi, kind)
+    if _TYPE_CHANGES in f.metadata:
+        # Type widening: files written before the change hold bounds in the older type,
+        # which need not read the same in the new one (a date as a timestamp).
+        lo = hi = None
+    if kind in TIMESTAMP_KINDS and hi is not None:
+        hi = Typed(hi.value + STAT_TRUNCATION, hi.aware)
+    if kind is Kind.FRACTIONAL:
+        # Spark orders NaN above every number, so a NaN bound says nothing about the rest.
+        if hi is not None and hi.value != hi.value:
+            hi = None
+        if lo is not None and lo.value != lo.value:
+            lo = hi = None
+    return _Range(kind, lo, hi, may_be_null, may_have_value)
+
+
+def may_hold_value(nulls: Any, num_records: int | None) -> bool:
+    """Whether a file may hold a non-null value of a column, from its raw ``nullCount``."""
+    if isinstance(nulls, bool) or not isinstance(nulls, int):
+        return True
+    return num_records is None or nulls < num_records
+
+
 class _FileView:
     """One AddFile read through the table's schema and partition columns."""
 
@@ -188,23 +261,13 @@ class _FileView:
         self._stats_text = file.stats
         self._exact: dict[str, Any] | None = None
         if file.stats:
-            stats = _parse_stats(file.stats, exact=_needs_exact(schema) if exact is None else exact)
+            stats = parse_stats(file.stats, exact=needs_exact(schema) if exact is None else exact)
             if isinstance(stats, dict):
                 self.has_stats = True
-                n = stats.get("numRecords")
-                if isinstance(n, int) and not isinstance(n, bool):
-                    self.num_records = n
+                self.num_records = num_records_of(stats)
                 self.min = _lower_keys(stats.get("minValues"))
                 self.max = _lower_keys(stats.get("maxValues"))
                 self.nulls = _lower_keys(stats.get("nullCount"))
-
-    def _names(self, name: str, f: StructField | None) -> list[str]:
-        names = [name.lower()]
-        if f is not None:
-            physical = f.metadata.get(PHYSICAL_NAME_KEY)
-            if isinstance(physical, str):
-                names.insert(0, physical.lower())
-        return names
 
     def column(self, name: str) -> _Range | None:
         """The column's possible values in this file, or None when nothing is known."""
@@ -217,53 +280,25 @@ class _FileView:
     def _column(self, name: str) -> _Range | None:
         plan = self._plans.get(name)
         if plan is None:
-            field = self.schema.get(name)
-            kind_ = kind_of_type(field.type) if field is not None else None
-            plan = self._plans[name] = (field, kind_, self._names(name, field))
+            plan = self._plans[name] = column_plan(self.schema, name)
         f, kind, names = plan
         if name.lower() in self.partitions:
             raw = next(
                 (self.partition_values[n] for n in names if n in self.partition_values), None
             )
-            # A partition column missing from the schema can only be compared as text.
-            pkind = kind if f is not None else Kind.STRING
-            try:
-                value = parse_partition_value(raw, pkind)
-            except Uncoercible:
-                return None
-            return _Range(pkind, value, value, value is None, value is not None, exact=True)
+            return partition_range(raw, f, kind)
         if f is None or not self.has_stats:
             return None
-        n = self.num_records
         nulls = next((self.nulls[k] for k in names if k in self.nulls), None)
-        if isinstance(nulls, bool) or not isinstance(nulls, int):
-            nulls = None
-        may_be_null = nulls is None or nulls > 0
-        may_have_value = nulls is None or n is None or nulls < n
         raw_lo = next((self.min[k] for k in names if k in self.min), None)
         raw_hi = next((self.max[k] for k in names if k in self.max), None)
-        if kind is not Kind.FRACTIONAL and (isinstance(raw_lo, float) or isinstance(raw_hi, float)):
-            # A bound written with a fraction or exponent, read back exactly as its digits.
-            raw_lo, raw_hi = self._exact_bounds(names)
-        lo = parse_stat_value(raw_lo, kind)
-        hi = parse_stat_value(raw_hi, kind)
-        if _TYPE_CHANGES in f.metadata:
-            # Type widening: files written before the change hold bounds in the older type,
-            # which need not read the same in the new one (a date as a timestamp).
-            lo = hi = None
-        if kind in TIMESTAMP_KINDS and hi is not None:
-            hi = Typed(hi.value + STAT_TRUNCATION, hi.aware)
-        if kind is Kind.FRACTIONAL:
-            # Spark orders NaN above every number, so a NaN bound says nothing about the rest.
-            if hi is not None and hi.value != hi.value:
-                hi = None
-            if lo is not None and lo.value != lo.value:
-                lo = hi = None
-        return _Range(kind, lo, hi, may_be_null, may_have_value)
+        return stats_range(
+            f, kind, self.num_records, nulls, raw_lo, raw_hi, lambda: self._exact_bounds(names)
+        )
 
     def _exact_bounds(self, names: Sequence[str]) -> tuple[Any, Any]:
         if self._exact is None:
-            parsed = _parse_stats(self._stats_text or "", exact=True)
+            parsed = parse_stats(self._stats_text or "", exact=True)
             self._exact = parsed if isinstance(parsed, dict) else {}
         lo, hi = (
             _lower_keys(self._exact.get("minValues")),
@@ -274,12 +309,12 @@ class _FileView:
         )
 
 
-def _needs_exact(schema: StructType) -> bool:
+def needs_exact(schema: StructType) -> bool:
     """Whether statistics must be read with exact decimals (the table has a decimal column)."""
     return any(kind_of_type(f.type) is Kind.DECIMAL for f in schema.fields)
 
 
-def _parse_stats(text: str, *, exact: bool) -> Any:
+def parse_stats(text: str, *, exact: bool) -> Any:
     """A file's statistics JSON; None when unreadable (which only costs pruning).
 
     Binary floats are exact for double columns; ``exact`` reads every fraction as a Decimal.
@@ -293,6 +328,12 @@ def _parse_stats(text: str, *, exact: bool) -> Any:
         return json.loads(text, parse_float=Decimal)
     except (ValueError, TypeError, RecursionError):
         return None
+
+
+def num_records_of(stats: dict[str, Any]) -> int | None:
+    """A parsed statistics object's ``numRecords``, when it is an integer."""
+    n = stats.get("numRecords")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def _lower_keys(obj: Any) -> dict[str, Any]:

@@ -1,15 +1,23 @@
-"""A file-skipping predicate compiled once, then asked of many files.
+"""A file-skipping predicate compiled once, then asked of many files at once.
 
 A conflict check asks one read predicate (the OR of the transaction's read predicates) of
-every file the winning commits added. :func:`deltatx.kernel.evaluation.file_may_match` walks
-the predicate tree and coerces its literals for each file; here that work is done once: each
-``column op literal`` leaf has its literal brought to the column's kind, a range on one column
-(``lo <= c AND c < hi``) looks the column up once, and an OR of equalities on one partition
-column becomes one set lookup. The answers are exactly ``file_may_match``'s.
+every file a winning commit added. Here the files are read column by column
+(:mod:`deltatx.kernel.file_columns`: each statistics JSON parsed once per batch, each column
+the predicate names extracted once into lists of bounds), and the predicate is compiled once
+into a tree of closures, each of which answers for every file of a batch in one pass over
+those lists. A node's answer is a byte mask held in one integer (byte ``i`` is 1 when file
+``i`` may match), so that ORs and ANDs of many read predicates cost one integer operation,
+not one per file.
+
+The rules themselves (what a partition value or a statistic says about a column, what a
+comparison may be) are :mod:`deltatx.kernel.evaluation`'s; expressions beyond comparisons of
+a column with a literal are answered per file by it, and the answers are exactly
+``file_may_match``'s.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -18,11 +26,7 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     _FLIPPED,
     _T,
-    _ColumnPlan,
-    _FileView,
     _mask,
-    _needs_exact,
-    _Range,
 )
 from deltatx.kernel.expressions import (
     And,
@@ -30,9 +34,11 @@ from deltatx.kernel.expressions import (
     Comparison,
     ComparisonOp,
     Expression,
+    In,
     Literal,
     Or,
 )
+from deltatx.kernel.file_columns import ColumnReader, FileColumns
 from deltatx.kernel.schema import StructType
 from deltatx.kernel.values import (
     TIMESTAMP_KINDS,
@@ -45,143 +51,202 @@ from deltatx.kernel.values import (
 
 
 class FilePredicate:
-    """A predicate compiled once, then asked of many files as :func:`file_may_match` would be.
+    """A predicate compiled once, then asked of batches of files as ``file_may_match`` would be.
 
-    A conflict check asks one read predicate of every file the winning commits added: the
-    tree is walked, and each ``column op literal`` leaf has its literal brought to the
-    column's kind, once here rather than once per file.
+    The compiled tree and the per-column lookups are shared by every batch, so a conflict
+    checker builds one for its read set and asks it about each winning commit's files.
     """
 
-    __slots__ = ("_exact", "_parts", "_plans", "_schema", "_test")
+    __slots__ = ("_reader", "_test")
 
     def __init__(
         self, predicate: Expression, *, schema: StructType, partition_columns: Sequence[str]
     ) -> None:
         """Compiles ``predicate`` for files of a table with this schema and partitioning."""
-        self._schema = schema
-        self._parts = tuple(partition_columns)
-        self._exact = _needs_exact(schema)
-        self._plans: dict[str, _ColumnPlan] = {}
+        self._reader = ColumnReader(schema, partition_columns)
         self._test = _compile(predicate, schema, {c.lower() for c in partition_columns})
+
+    def first_match(self, files: Sequence[AddFile]) -> int | None:
+        """The index of the first file that may hold a matching row, or None if none may."""
+        if not files:
+            return None
+        batch = self._reader.read(files)
+        hits = self._test(batch).to_bytes(len(files), "little")
+        i = hits.find(1)
+        while i >= 0:
+            if batch.num_records(i) != 0:
+                return i
+            i = hits.find(1, i + 1)
+        return None
+
+    def matches(self, files: Sequence[AddFile]) -> list[bool]:
+        """For each file, exactly ``file_may_match(predicate, file, ...)``."""
+        if not files:
+            return []
+        batch = self._reader.read(files)
+        hits = self._test(batch).to_bytes(len(files), "little")
+        return [hit == 1 and batch.num_records(i) != 0 for i, hit in enumerate(hits)]
 
     def may_match(self, file: AddFile) -> bool:
         """Exactly ``file_may_match(predicate, file, ...)``."""
-        view = _FileView(file, self._schema, self._parts, exact=self._exact, plans=self._plans)
-        if view.num_records == 0:
-            return False
-        return self._test(view)
+        return self.first_match((file,)) is not None
 
 
-_Test = Callable[[_FileView], bool]
-_RangeTest = Callable[[_Range | None], bool]
+# -- the compiled predicate -------------------------------------------------------------------
+
+# A node answers for a whole batch: byte ``i`` of the integer is 1 when file ``i`` may match.
+_Test = Callable[[FileColumns], int]
 # Kinds whose equal values hash alike, so that an OR of equalities becomes one set lookup.
 _HASHABLE_KINDS = frozenset({Kind.STRING, Kind.INTEGRAL, Kind.DATE, Kind.BOOLEAN})
+# Kinds whose bounds and coerced literals always compare (ints with ints, floats or Decimals;
+# strings with strings; dates with dates; never a NaN), so no comparison can be undecided.
+_TOTALLY_ORDERED_KINDS = frozenset({Kind.INTEGRAL, Kind.STRING, Kind.DATE})
+
+
+def _mask_of(hits: list[bool]) -> int:
+    return int.from_bytes(bytes(hits), "little")
 
 
 def _compile(expr: Expression, schema: StructType, parts: set[str]) -> _Test:
-    """``_may_be_true`` for one expression, as a closure over its pre-processed tree."""
+    """``_may_be_true`` of one expression for a batch, as a closure over its compiled tree."""
     if isinstance(expr, Or):
-        return _compile_or(expr, schema, parts)
+        return _compile_or(expr.children, schema, parts)
     if isinstance(expr, And):
-        leaves = [_compile_comparison(c, schema, parts) for c in expr.children]
-        names = {leaf[0].lower() for leaf in leaves if leaf is not None}
-        if len(names) == 1 and all(leaf is not None for leaf in leaves):
-            # A range on one column (lo <= c AND c < hi): its bounds are looked up once.
-            name = next(leaf[0] for leaf in leaves if leaf is not None)
-            checks = tuple(leaf[1] for leaf in leaves if leaf is not None)
-
-            def in_range(view: _FileView) -> bool:
-                rng = view.column(name)
-                return all(check(rng) for check in checks)
-
-            return in_range
         tests = tuple(_compile(c, schema, parts) for c in expr.children)
 
-        def all_true(view: _FileView) -> bool:
-            return all(t(view) for t in tests)
+        def all_true(batch: FileColumns) -> int:
+            acc = batch.ones
+            for t in tests:
+                acc &= t(batch)
+                if not acc:
+                    break
+            return acc
 
         return all_true
+    if (
+        isinstance(expr, In)
+        and isinstance(expr.value, Column)
+        and all(isinstance(o, Literal) for o in expr.options)
+    ):
+        # IN is TRUE exactly where one of its equalities is (``_mask`` ORs them).
+        equalities = [Comparison(ComparisonOp.EQ, expr.value, o) for o in expr.options]
+        return _compile_or(tuple(equalities), schema, parts)
     if isinstance(expr, Comparison):
         leaf = _compile_comparison(expr, schema, parts)
         if leaf is not None:
-            name, check = leaf
+            return leaf
 
-            def one(view: _FileView) -> bool:
-                return check(view.column(name))
+    def per_file(batch: FileColumns) -> int:
+        return _mask_of([bool(_mask(expr, view) & _T) for view in batch.views()])
 
-            return one
-
-    def generic(view: _FileView) -> bool:
-        return bool(_mask(expr, view) & _T)
-
-    return generic
+    return per_file
 
 
-def _compile_or(expr: Or, schema: StructType, parts: set[str]) -> _Test:
+def _compile_or(children: Sequence[Expression], schema: StructType, parts: set[str]) -> _Test:
     # Equalities on one partition column (the usual read set of partition-wise writers) become
-    # one lookup of the file's partition value in a set of literals.
+    # one lookup of each file's partition value in a set of literals.
     values: dict[str, set[Any]] = {}
-    # Conjunctions of comparisons on one column (id ranges), per column: its range is then
-    # looked up once for all of them.
-    ranges: dict[str, tuple[str, list[tuple[_RangeTest, ...]]]] = {}
+    # Ranges ``c >= a AND c < b`` on one ordered column (id ranges), by column and operators:
+    # each group is answered per file by one search among its sorted lower ends.
+    ranges: dict[tuple[str, ComparisonOp, ComparisonOp], tuple[str, list[tuple[Any, Any]]]] = {}
     tests: list[_Test] = []
-    for child in expr.children:
+    for child in children:
         equality = _partition_equality(child, schema, parts)
         if equality is not None:
             values.setdefault(equality[0], set()).add(equality[1])
             continue
-        conjunction = _one_column_checks(child, schema, parts)
-        if conjunction is not None:
-            name, checks = conjunction
-            ranges.setdefault(name.lower(), (name, []))[1].append(checks)
+        pair = _range_pair(child, schema, parts)
+        if pair is not None:
+            name, low_op, low, high_op, high = pair
+            group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
+            group[1].append((low, high))
             continue
         tests.append(_compile(child, schema, parts))
-    for name, alternatives in ranges.values():
-        tests.insert(0, _any_range(name, tuple(alternatives)))
-    for name, literals in values.items():
-        tests.insert(0, _value_in(name, frozenset(literals)))
-    compiled = tuple(tests)
+    sets = [_value_in(name, frozenset(literals)) for name, literals in values.items()]
+    spans = [
+        _any_range(name, low_op, high_op, bounds)
+        for (_, low_op, high_op), (name, bounds) in ranges.items()
+    ]
+    compiled = tuple(sets + spans + tests)
 
-    def any_true(view: _FileView) -> bool:
-        return any(t(view) for t in compiled)
+    def any_true(batch: FileColumns) -> int:
+        ones = batch.ones
+        acc = 0
+        for t in compiled:
+            acc |= t(batch)
+            if acc == ones:
+                break
+        return acc
 
     return any_true
 
 
-def _one_column_checks(
+_LOWER_OPS = frozenset({ComparisonOp.GE, ComparisonOp.GT})
+_UPPER_OPS = frozenset({ComparisonOp.LT, ComparisonOp.LE})
+
+
+def _range_pair(
     expr: Expression, schema: StructType, parts: set[str]
-) -> tuple[str, tuple[_RangeTest, ...]] | None:
-    """A comparison, or an AND of comparisons, on one column: the column and its tests."""
-    children = expr.children if isinstance(expr, And) else (expr,)
-    leaves = [_compile_comparison(c, schema, parts) for c in children]
-    if not leaves or any(leaf is None for leaf in leaves):
+) -> tuple[str, ComparisonOp, Any, ComparisonOp, Any] | None:
+    """``c >= a AND c < b`` (any strictness, either order) on one ordered column, or None."""
+    if not isinstance(expr, And) or len(expr.children) != 2:
         return None
-    compiled = [leaf for leaf in leaves if leaf is not None]
-    if len({name.lower() for name, _ in compiled}) != 1:
+    leaves = [_leaf(c, schema, parts) for c in expr.children]
+    if any(leaf is None or not leaf[3] for leaf in leaves):
         return None
-    return compiled[0][0], tuple(check for _, check in compiled)
+    first, second = (leaf for leaf in leaves if leaf is not None)
+    if first[0].lower() != second[0].lower():
+        return None
+    if first[1] in _UPPER_OPS:
+        first, second = second, first
+    if first[1] not in _LOWER_OPS or second[1] not in _UPPER_OPS:
+        return None
+    return first[0], first[1], first[2], second[1], second[2]
 
 
-def _any_range(name: str, alternatives: tuple[tuple[_RangeTest, ...], ...]) -> _Test:
-    def lookup(view: _FileView) -> bool:
-        rng = view.column(name)
-        for checks in alternatives:
-            for check in checks:
-                if not check(rng):
-                    break
+def _any_range(
+    name: str, low_op: ComparisonOp, high_op: ComparisonOp, bounds: list[tuple[Any, Any]]
+) -> _Test:
+    """An OR of ``c low_op a AND c high_op b``: ``_ordered``'s answers, ANDed then ORed.
+
+    An alternative may be TRUE for a file when its upper bound passes ``low_op a`` and its
+    lower bound passes ``high_op b``. With the alternatives sorted by ``a``, those whose ``a``
+    the upper bound passes are a prefix, and one of them has a ``b`` the lower bound passes
+    exactly when the prefix's largest ``b`` does.
+    """
+    ordered = sorted(bounds, key=lambda ab: ab[0])
+    lows = [a for a, _ in ordered]
+    most: list[Any] = []
+    for _, b in ordered:
+        most.append(b if not most or b > most[-1] else most[-1])
+    count = len(ordered)
+    # How many lower ends a value passes: ``hi >= a`` for all a <= hi, ``hi > a`` for a < hi.
+    passed = bisect_right if low_op is ComparisonOp.GE else bisect_left
+    strict = high_op is ComparisonOp.LT
+
+    def test(batch: FileColumns) -> int:
+        col = batch.column(name)
+        hits: list[bool] = []
+        for lo, hi, valued in zip(col.lo, col.hi, col.valued, strict=True):
+            k = count if hi is None else passed(lows, hi)
+            if not valued or k == 0:
+                hits.append(False)
+            elif lo is None:
+                hits.append(True)
             else:
-                return True
-        return False
+                hits.append(lo < most[k - 1] if strict else lo <= most[k - 1])
+        return _mask_of(hits)
 
-    return lookup
+    return test
 
 
 def _value_in(name: str, literals: frozenset[Any]) -> _Test:
-    def lookup(view: _FileView) -> bool:
-        rng = view.column(name)
-        if rng is None or rng.kind is None:
-            return True
-        return rng.may_have_value and rng.lo is not None and rng.lo.value in literals
+    def lookup(batch: FileColumns) -> int:
+        col = batch.column(name)
+        # A NULL partition value has no bound and is in no set; an unreadable one may match.
+        if any(col.unknown):
+            return _mask_of([v in literals or u for v, u in zip(col.lo, col.unknown, strict=True)])
+        return _mask_of([v in literals for v in col.lo])
 
     return lookup
 
@@ -211,55 +276,21 @@ def _partition_equality(
         return None
 
 
-# Whether ``column op literal`` may be TRUE, from the comparisons of the column's lower and
-# upper bound with the literal (None: unbounded), as ``_compare_range`` decides it.
-_MAY_BE_TRUE: dict[ComparisonOp, Callable[[int | None, int | None], bool]] = {
-    ComparisonOp.EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
-    ComparisonOp.NULL_SAFE_EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
-    ComparisonOp.NE: lambda lo, hi: not (lo == 0 and hi == 0),
-    ComparisonOp.LT: lambda lo, hi: lo is None or lo < 0,
-    ComparisonOp.LE: lambda lo, hi: lo is None or lo <= 0,
-    ComparisonOp.GT: lambda lo, hi: hi is None or hi > 0,
-    ComparisonOp.GE: lambda lo, hi: hi is None or hi >= 0,
-}
+def _compile_comparison(expr: Comparison, schema: StructType, parts: set[str]) -> _Test | None:
+    """``column op literal`` with the literal coerced once, as a test of the column's bounds."""
+    leaf = _leaf(expr, schema, parts)
+    if leaf is None:
+        return None
+    name, op, literal, ordered = leaf
+    return (_ordered if ordered else _unordered)(name, op, literal)
 
 
-# Kinds whose bounds and coerced literals always compare (ints with ints, floats or Decimals;
-# strings with strings; dates with dates; never a NaN), so no comparison can be undecided.
-_TOTALLY_ORDERED_KINDS = frozenset({Kind.INTEGRAL, Kind.STRING, Kind.DATE})
-
-
-def _ordered_check(op: ComparisonOp, c: Any) -> _RangeTest:
-    """``_compare_range``'s TRUE bit for ``column op c`` on a totally ordered kind."""
-
-    def check(rng: _Range | None) -> bool:
-        if rng is None or rng.kind is None:
-            return True
-        if not rng.may_have_value:
-            return False
-        lo = None if rng.lo is None else rng.lo.value
-        hi = None if rng.hi is None else rng.hi.value
-        if op is ComparisonOp.LT:
-            return lo is None or lo < c
-        if op is ComparisonOp.LE:
-            return lo is None or lo <= c
-        if op is ComparisonOp.GT:
-            return hi is None or hi > c
-        if op is ComparisonOp.GE:
-            return hi is None or hi >= c
-        if op is ComparisonOp.NE:
-            return not (lo is not None and hi is not None and lo == c and hi == c)
-        return (lo is None or lo <= c) and (hi is None or hi >= c)
-
-    return check
-
-
-def _compile_comparison(
+def _leaf(
     expr: Expression, schema: StructType, parts: set[str]
-) -> tuple[str, _RangeTest] | None:
-    """``column op literal`` with the literal coerced once: the column and a test of its range.
+) -> tuple[str, ComparisonOp, Any, bool] | None:
+    """``column op literal`` as (column, op, coerced literal, whether the kind is ordered).
 
-    None where only the general path is right: timestamps (with their zone slack), NULL or
+    None where only the per-file rule is right: timestamps (with their zone slack), NULL or
     uncoercible literals.
     """
     if not isinstance(expr, Comparison):
@@ -282,26 +313,79 @@ def _compile_comparison(
         literal = coerce_literal(right.value, kind).value
     except Uncoercible:
         return None
-    if kind in _TOTALLY_ORDERED_KINDS and not (
+    ordered = kind in _TOTALLY_ORDERED_KINDS and not (
         isinstance(literal, Decimal) and not literal.is_finite()
-    ):
-        return left.name, _ordered_check(op, literal)
+    )
+    return left.name, op, literal, ordered
+
+
+def _ordered(name: str, op: ComparisonOp, c: Any) -> _Test:
+    """``_compare_range``'s TRUE bit for ``column op c`` on a totally ordered kind."""
+
+    def test(batch: FileColumns) -> int:
+        col = batch.column(name)
+        lo, hi = col.lo, col.hi
+        hits: list[bool]
+        if op is ComparisonOp.LT:
+            hits = [x < c for x in lo] if col.lo_bounded else [x is None or x < c for x in lo]
+        elif op is ComparisonOp.LE:
+            hits = [x <= c for x in lo] if col.lo_bounded else [x is None or x <= c for x in lo]
+        elif op is ComparisonOp.GT:
+            hits = [x > c for x in hi] if col.hi_bounded else [x is None or x > c for x in hi]
+        elif op is ComparisonOp.GE:
+            hits = [x >= c for x in hi] if col.hi_bounded else [x is None or x >= c for x in hi]
+        elif op is ComparisonOp.NE:
+            hits = [
+                not (a is not None and b is not None and a == c and b == c)
+                for a, b in zip(lo, hi, strict=True)
+            ]
+        elif col.lo_bounded and col.hi_bounded:
+            hits = [a <= c <= b for a, b in zip(lo, hi, strict=True)]
+        else:
+            hits = [
+                (a is None or a <= c) and (b is None or b >= c) for a, b in zip(lo, hi, strict=True)
+            ]
+        if not col.all_valued:
+            # A file whose values are all NULL makes no comparison TRUE.
+            hits = [h and v for h, v in zip(hits, col.valued, strict=True)]
+        return _mask_of(hits)
+
+    return test
+
+
+# Whether ``column op literal`` may be TRUE, from the comparisons of the column's lower and
+# upper bound with the literal (None: unbounded), as ``_compare_range`` decides it.
+_MAY_BE_TRUE: dict[ComparisonOp, Callable[[int | None, int | None], bool]] = {
+    ComparisonOp.EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
+    ComparisonOp.NULL_SAFE_EQ: lambda lo, hi: (lo is None or lo <= 0) and (hi is None or hi >= 0),
+    ComparisonOp.NE: lambda lo, hi: not (lo == 0 and hi == 0),
+    ComparisonOp.LT: lambda lo, hi: lo is None or lo < 0,
+    ComparisonOp.LE: lambda lo, hi: lo is None or lo <= 0,
+    ComparisonOp.GT: lambda lo, hi: hi is None or hi > 0,
+    ComparisonOp.GE: lambda lo, hi: hi is None or hi >= 0,
+}
+
+
+def _unordered(name: str, op: ComparisonOp, c: Any) -> _Test:
+    """``_compare_range``'s TRUE bit where a bound may not compare with the literal (NaN)."""
     decide = _MAY_BE_TRUE[op]
 
-    def check(rng: _Range | None) -> bool:
-        if rng is None or rng.kind is None:
-            return True
-        if not rng.may_have_value:
+    def one(lo: Any, hi: Any, valued: bool) -> bool:
+        if not valued:
             return False
         cmp_lo = cmp_hi = None
-        if rng.lo is not None:
-            cmp_lo = compare(rng.lo.value, literal)
+        if lo is not None:
+            cmp_lo = compare(lo, c)
             if cmp_lo is None:
                 return True
-        if rng.hi is not None:
-            cmp_hi = compare(rng.hi.value, literal)
+        if hi is not None:
+            cmp_hi = compare(hi, c)
             if cmp_hi is None:
                 return True
         return decide(cmp_lo, cmp_hi)
 
-    return left.name, check
+    def test(batch: FileColumns) -> int:
+        col = batch.column(name)
+        return _mask_of(list(map(one, col.lo, col.hi, col.valued)))
+
+    return test

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -11,11 +13,27 @@ from hypothesis import strategies as st
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import file_may_match
-from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, Literal, Or
+from deltatx.kernel.expressions import (
+    And,
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    Literal,
+    Or,
+)
 from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
-from .test_evaluation import cmp, file, make_file, scenario
+from .test_evaluation import (
+    _literal_for,
+    cmp,
+    file,
+    make_file,
+    predicates,
+    scenario,
+    table_and_rows,
+)
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -33,6 +51,54 @@ def test_compiled_predicate_agrees_with_file_may_match(
     for f in (make_file(rows), make_file(rows, with_stats=False)):
         expected = file_may_match(combined, f, schema=schema, partition_columns=["p"])
         assert compiled.may_match(f) == expected
+
+
+def _variant(f: AddFile, how: int) -> AddFile:
+    """The same file with statistics as other writers spell them."""
+    if how == 0 or not f.stats:
+        return f
+    stats = json.loads(f.stats)
+    if how == 1:  # upper-case names (matched in any case), integers written as floats
+        for key in ("minValues", "maxValues", "nullCount"):
+            stats[key] = {
+                k.upper(): float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                for k, v in stats[key].items()
+            }
+    elif how == 2:  # counts that say nothing, no numRecords
+        stats["nullCount"] = {k: True for k in stats["nullCount"]}
+        del stats["numRecords"]
+    else:
+        return replace(f, stats="{not json", partition_values={"P": "x"})
+    return replace(f, stats=json.dumps(stats))
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), table_and_rows(), st.lists(table_and_rows(), max_size=6))
+def test_batch_agrees_with_file_may_match_per_file(
+    data: st.DataObject,
+    first: tuple[StructType, list[dict[str, Any]]],
+    others: list[tuple[StructType, list[dict[str, Any]]]],
+) -> None:
+    """Files asked all at once (a winning commit's adds, column by column) get exactly the
+    answers file_may_match gives each alone, whatever their statistics look like."""
+    schema = first[0]
+    groups = [first[1], *(rows for s, rows in others if s == schema)]
+    files = [
+        _variant(
+            make_file(rows, with_stats=data.draw(st.integers(0, 3)) > 0),
+            data.draw(st.sampled_from([0, 0, 0, 1, 2, 3])),
+        )
+        for rows in groups
+    ]
+    if data.draw(st.booleans()):
+        files.insert(len(files) // 2, make_file([]))  # no rows: never matches
+    preds = data.draw(st.lists(predicates(schema), min_size=1, max_size=4))
+    for pred in (*preds, Or(tuple(preds))):
+        compiled = FilePredicate(pred, schema=schema, partition_columns=["p"])
+        expected = [file_may_match(pred, f, schema=schema, partition_columns=["p"]) for f in files]
+        assert compiled.matches(files) == expected
+        first_hit = compiled.first_match(files)
+        assert first_hit == (expected.index(True) if True in expected else None)
 
 
 @pytest.mark.parametrize(
@@ -96,3 +162,41 @@ def test_statistics_are_read_exactly(stats: str, literal: Any, expected: bool) -
     )
     assert FilePredicate(pred, schema=schema, partition_columns=[]).may_match(f) is expected
     assert file_may_match(pred, f, schema=schema, partition_columns=[]) is expected
+
+
+@st.composite
+def _range_read_set(draw: st.DrawFn, schema: StructType) -> Expression:
+    """An OR of ranges on ordered columns (``c >= a AND c < b`` and the like), as read sets of
+    id-range writers are, with some other predicates mixed in."""
+
+    types = {f.name: f.type.name for f in schema.fields if isinstance(f.type, PrimitiveType)}
+    children: list[Expression] = []
+    for _ in range(draw(st.integers(min_value=1, max_value=6))):
+        if draw(st.integers(min_value=0, max_value=4)) == 0:
+            children.append(draw(predicates(schema, depth=1)))
+            continue
+        col = draw(st.sampled_from(["i", "s", "d", "p"]))
+        low = cmp(draw(st.sampled_from([">=", ">"])), col, _literal_for(draw, types[col]))
+        high = cmp(draw(st.sampled_from(["<", "<="])), col, _literal_for(draw, types[col]))
+        pair = (low, high) if draw(st.booleans()) else (high, low)
+        if draw(st.booleans()):
+            pair = tuple(Comparison(c.op, c.right, c.left) for c in pair)  # type: ignore[assignment]
+        children.append(And(pair))
+    return Or(tuple(children)) if len(children) > 1 else children[0]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), table_and_rows(), st.lists(table_and_rows(), max_size=6))
+def test_ranges_searched_at_once_agree_with_file_may_match(
+    data: st.DataObject,
+    first: tuple[StructType, list[dict[str, Any]]],
+    others: list[tuple[StructType, list[dict[str, Any]]]],
+) -> None:
+    """An OR of ranges on one column, answered by one search per file, is file_may_match."""
+    schema = first[0]
+    groups = [first[1], *(rows for s, rows in others if s == schema)]
+    files = [make_file(rows, with_stats=data.draw(st.integers(0, 4)) > 0) for rows in groups]
+    pred = data.draw(_range_read_set(schema))
+    compiled = FilePredicate(pred, schema=schema, partition_columns=["p"])
+    expected = [file_may_match(pred, f, schema=schema, partition_columns=["p"]) for f in files]
+    assert compiled.matches(files) == expected

@@ -1,0 +1,306 @@
+"""A batch of files read column by column, for predicates that answer for all of them at once.
+
+A conflict check asks one read predicate of every file a winning commit added. A
+:class:`FileColumns` holds such a batch: each file's statistics JSON is parsed at most once,
+and each column a predicate names is extracted at most once into lists of bounds, by the
+rules of :mod:`deltatx.kernel.evaluation` (what a partition value or a statistic says about a
+column). A :class:`ColumnReader` holds what every batch of one table shares: the column
+plans, the case-insensitive key lookups, the partition values already read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, NamedTuple
+
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.evaluation import (
+    _TYPE_CHANGES,
+    _ColumnPlan,
+    _FileView,
+    column_plan,
+    may_hold_value,
+    needs_exact,
+    num_records_of,
+    parse_stats,
+    partition_range,
+    stats_range,
+)
+from deltatx.kernel.schema import StructField, StructType
+from deltatx.kernel.values import Kind
+
+# A partition value as read: its value (None: NULL or unknown), may hold a value, unknown.
+_Entry = tuple[Any, bool, bool]
+
+
+class ColumnReader:
+    """What the batches of files of one table share, across the winners of a check."""
+
+    __slots__ = (
+        "_columns",
+        "_exact",
+        "_lowered_parts",
+        "_parts",
+        "_plans",
+        "_schema",
+    )
+
+    def __init__(self, schema: StructType, partition_columns: Sequence[str]) -> None:
+        """Reads files of a table with this schema and partitioning."""
+        self._schema = schema
+        self._parts = tuple(partition_columns)
+        self._exact = needs_exact(schema)
+        self._plans: dict[str, _ColumnPlan] = {}
+        self._columns: dict[
+            str,
+            tuple[StructField | None, Kind | None, _Lookup, dict[str | None, _Entry] | None],
+        ] = {}
+        self._lowered_parts = frozenset(c.lower() for c in partition_columns)
+
+    def spec(
+        self, name: str
+    ) -> tuple[StructField | None, Kind | None, _Lookup, dict[str | None, _Entry] | None]:
+        """How a column is read: its field, kind and key lookup.
+
+        A partition column also gets a cache of the partition values already read: a table
+        holds few, so each is read once per check.
+        """
+        plan = self._plans.get(name)
+        if plan is None:
+            plan = self._plans[name] = column_plan(self._schema, name)
+        f, kind, names = plan
+        seen: dict[str | None, _Entry] | None = {} if name.lower() in self._lowered_parts else None
+        return f, kind, _Lookup(names), seen
+
+    def read(self, files: Sequence[AddFile]) -> FileColumns:
+        """The batch of ``files``, read lazily column by column."""
+        return FileColumns(self, files)
+
+
+class Bounds(NamedTuple):
+    """One column over a batch of files, one entry per file.
+
+    A file about which nothing is known has no bounds and may hold values (so every
+    comparison may be TRUE), and is marked ``unknown`` for the set lookups.
+    """
+
+    lo: list[Any]  # None: unbounded below
+    hi: list[Any]  # None: unbounded above
+    valued: list[bool]  # may hold a non-null value
+    unknown: list[bool]
+    all_valued: bool
+    lo_bounded: bool  # no None in ``lo``
+    hi_bounded: bool
+
+
+_MISSING = object()
+
+
+class FileColumns:
+    """A batch of files read column by column, each piece at most once."""
+
+    __slots__ = ("_bounds", "_nums", "_owner", "_stats", "_views", "files", "n", "ones")
+
+    def __init__(self, owner: ColumnReader, files: Sequence[AddFile]) -> None:
+        """Reads nothing yet: each column is extracted when a test first asks for it."""
+        self._owner = owner
+        self.files = files
+        self.n = len(files)
+        # Every file may match, as a byte mask (see ``file_predicate``).
+        self.ones = int.from_bytes(b"\x01" * self.n, "little")
+        self._stats: list[dict[str, Any] | None] | None = None
+        self._nums: list[int | None] | None = None
+        self._bounds: dict[str, Bounds] = {}
+        self._views: list[_FileView] | None = None
+
+    def stats(self) -> list[dict[str, Any] | None]:
+        """Each file's parsed statistics (None: absent or unreadable)."""
+        if self._stats is None:
+            exact = self._owner._exact
+            parsed = [parse_stats(f.stats, exact=exact) if f.stats else None for f in self.files]
+            self._stats = [p if type(p) is dict else None for p in parsed]
+        return self._stats
+
+    def _parse(self, text: str | None) -> dict[str, Any] | None:
+        parsed = parse_stats(text, exact=self._owner._exact) if text else None
+        return parsed if type(parsed) is dict else None
+
+    def num_records(self, i: int) -> int | None:
+        """File ``i``'s ``numRecords``; statistics are parsed for it alone if not yet read."""
+        if self._nums is not None:
+            return self._nums[i]
+        stats = self._stats[i] if self._stats is not None else self._parse(self.files[i].stats)
+        return None if stats is None else num_records_of(stats)
+
+    def views(self) -> list[_FileView]:
+        """The files as ``file_may_match`` sees them, for the expressions compiled per file."""
+        if self._views is None:
+            o = self._owner
+            self._views = [
+                _FileView(f, o._schema, o._parts, exact=o._exact, plans=o._plans)
+                for f in self.files
+            ]
+        return self._views
+
+    def column(self, name: str) -> Bounds:
+        """The column's bounds in every file of the batch."""
+        try:
+            return self._bounds[name]
+        except KeyError:
+            bounds = self._bounds[name] = self._column(name)
+            return bounds
+
+    def _column(self, name: str) -> Bounds:
+        o = self._owner
+        spec = o._columns.get(name)
+        if spec is None:
+            spec = o._columns[name] = o.spec(name)
+        f, kind, find, seen = spec
+        lo: list[Any] = []
+        hi: list[Any] = []
+        valued: list[bool] = []
+        unknown: list[bool] = []
+        if seen is not None:
+            layouts = find.layouts
+            for file in self.files:
+                pv = file.partition_values
+                # The lookup's cached key, inline: this runs once per file and column.
+                key = layouts.get(tuple(pv), _MISSING) if type(pv) is dict else None
+                raw = find(pv) if key is _MISSING else None if key is None else pv[key]
+                entry = seen.get(raw)
+                if entry is None:
+                    rng = partition_range(raw, f, kind)
+                    if rng is None or rng.kind is None:
+                        entry = (None, True, True)
+                    else:
+                        entry = (_value(rng.lo), rng.may_have_value, False)
+                    if len(seen) < _MAX_LAYOUTS:
+                        seen[raw] = entry
+                lo.append(entry[0])
+                valued.append(entry[1])
+                unknown.append(entry[2])
+            hi = lo
+        elif f is None or kind is None:
+            lo = hi = [None] * self.n
+            valued = unknown = [True] * self.n
+        else:
+            self._stats_bounds(f, kind, find, lo, hi, valued, unknown)
+        return Bounds(
+            lo,
+            hi,
+            valued,
+            unknown,
+            all(valued),
+            None not in lo,
+            None not in hi,
+        )
+
+    def _stats_bounds(
+        self,
+        f: StructField,
+        kind: Kind,
+        find: _Lookup,
+        lo: list[Any],
+        hi: list[Any],
+        valued: list[bool],
+        unknown: list[bool],
+    ) -> None:
+        # Bounds already of the column's final type are taken as they are; anything else
+        # (floats read exactly, dates, timestamps, widened types) goes through the rule.
+        fast = _FAST_TYPES.get(kind) if _TYPE_CHANGES not in f.metadata else None
+        nums = self._nums
+        if nums is None:
+            nums = self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
+        cached = find.layouts.get
+        add_lo, add_hi, add_valued, add_unknown = (
+            lo.append,
+            hi.append,
+            valued.append,
+            unknown.append,
+        )
+        for i, stats in enumerate(self.stats()):
+            if stats is None:
+                add_lo(None)
+                add_hi(None)
+                add_valued(True)
+                add_unknown(True)
+                continue
+            # The lookup's cached keys, inline: this runs once per file and column.
+            mins: Any = stats.get("minValues")
+            maxes: Any = stats.get("maxValues")
+            counts: Any = stats.get("nullCount")
+            k = cached(tuple(mins), _MISSING) if type(mins) is dict else None
+            raw_lo = find(mins) if k is _MISSING else None if k is None else mins[k]
+            k = cached(tuple(maxes), _MISSING) if type(maxes) is dict else None
+            raw_hi = find(maxes) if k is _MISSING else None if k is None else maxes[k]
+            k = cached(tuple(counts), _MISSING) if type(counts) is dict else None
+            nulls = find(counts) if k is _MISSING else None if k is None else counts[k]
+            n = nums[i]
+            if (
+                fast is not None
+                and (raw_lo is None or type(raw_lo) is fast)
+                and (raw_hi is None or type(raw_hi) is fast)
+            ):
+                add_lo(raw_lo)
+                add_hi(raw_hi)
+                add_valued(may_hold_value(nulls, n))
+            else:
+                rng = stats_range(
+                    f,
+                    kind,
+                    n,
+                    nulls,
+                    raw_lo,
+                    raw_hi,
+                    partial(_exact_bounds, self.files[i].stats, find),
+                )
+                add_lo(_value(rng.lo))
+                add_hi(_value(rng.hi))
+                add_valued(rng.may_have_value)
+            add_unknown(False)
+
+
+# Kinds whose statistics, as JSON decodes them, already are the values the rule would make.
+_FAST_TYPES: dict[Kind, type] = {Kind.INTEGRAL: int, Kind.STRING: str}
+
+
+def _exact_bounds(text: str | None, find: _Lookup) -> tuple[Any, Any]:
+    parsed = parse_stats(text or "", exact=True)
+    if not isinstance(parsed, dict):
+        return None, None
+    return find(parsed.get("minValues")), find(parsed.get("maxValues"))
+
+
+def _value(typed: Any) -> Any:
+    return None if typed is None else typed.value
+
+
+class _Lookup:
+    """A column's entry in a JSON object, under its first name present, in any case.
+
+    Names are matched as :mod:`deltatx.kernel.evaluation` matches them (keys lower-cased, the
+    last of equal ones winning). Which key that is depends only on the object's keys, so it
+    is worked out once per layout of keys: the files of one table share a few.
+    """
+
+    __slots__ = ("_names", "layouts")
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = tuple(names)
+        self.layouts: dict[tuple[Any, ...], Any] = {}
+
+    def __call__(self, obj: Any) -> Any:
+        if type(obj) is not dict or not obj:
+            return None
+        layout = tuple(obj)
+        key = self.layouts.get(layout, _MISSING)
+        if key is _MISSING:
+            lowered = {str(k).lower(): k for k in layout}
+            key = next((lowered[n] for n in self._names if n in lowered), None)
+            if len(self.layouts) < _MAX_LAYOUTS:
+                self.layouts[layout] = key
+        return None if key is None else obj[key]
+
+
+_MAX_LAYOUTS = 256
