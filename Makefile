@@ -50,7 +50,7 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
 test: lint typecheck imports docs chromium $(PEER_DEPS)
-	$(BIN)/pytest tests -q -p no:cacheprovider
+	$(BIN)/pytest tests -q -p no:cacheprovider --durations=30
 
 # The documentation site: mkdocs + mkdocstrings (API reference from the docstrings) -> site/.
 # --strict turns every warning (a broken link, a docstring that does not parse) into an error.

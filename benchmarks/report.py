@@ -66,7 +66,7 @@ def write_plots(directory: str, rows: Sequence[Row]) -> dict[str, str]:
         if r.plot is not None and r.x is not None and r.deltatx.stats is not None:
             groups.setdefault(r.plot, []).append(r)
     os.makedirs(directory, exist_ok=True)
-    out: dict[str, str] = {}
+    out: dict[str, str] = write_scale_plots(directory, rows)
     for title, members in groups.items():
         if len({r.x for r in members}) < 2:
             continue
@@ -155,6 +155,7 @@ def write_markdown(
             ]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
+        lines += scale_section(members, plots, plot_dir)
         for title, name in plots.items():
             if any(r.plot == title for r in members):
                 lines.append(f"![{title}]({plot_dir}/{name})")
@@ -168,3 +169,103 @@ def write_markdown(
     ]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
+
+
+# -- case 15: cost and memory against the table's size ------------------------------------------
+
+_SCALE_COLUMNS = ("deltatx copy-on-write", "deltatx deletion vectors", "plain Spark", "delta-rs")
+
+
+def _scale_grid(rows: Sequence[Row]) -> dict[str, dict[float, dict[str, tuple[float, str]]]]:
+    """op -> rows -> column -> (median seconds, peak memory in words)."""
+    grid: dict[str, dict[float, dict[str, tuple[float, str]]]] = {}
+    for r in rows:
+        op = r.deltatx.extra.get("scale_op")
+        if op is None or r.x is None:
+            continue
+        cells = grid.setdefault(str(op), {}).setdefault(r.x, {})
+        mine = r.deltatx.extra
+        if r.deltatx.stats is not None:
+            cells[f"deltatx {mine['scale_variant']}"] = (
+                r.deltatx.stats.median,
+                f"{mine['driver_peak_rss_mb']:.0f} / {mine['jvm_peak_heap_mb']:.0f}",
+            )
+        if r.peer is not None and r.peer.stats is not None:
+            theirs = r.peer.extra
+            memory = (
+                f"{theirs['peak_rss_mb']:.0f} / -"
+                if "peak_rss_mb" in theirs
+                else f"{theirs.get('driver_peak_rss_mb', 0):.0f} / "
+                f"{theirs.get('jvm_peak_heap_mb', 0):.0f}"
+            )
+            cells[r.peer.engine] = (r.peer.stats.median, memory)
+    return grid
+
+
+def scale_section(rows: Sequence[Row], plots: dict[str, str], plot_dir: str) -> list[str]:
+    """Markdown for case 15: seconds and peak memory against rows, per operation."""
+    grid = _scale_grid(rows)
+    skipped = [r for r in rows if "scale_skipped" in r.deltatx.extra]
+    if not grid and not skipped:
+        return []
+    lines = [
+        "### Cost against size",
+        "",
+        "Median seconds per operation; peak memory in MB as driver RSS / JVM heap "
+        "(delta-rs: its process's RSS).",
+        "",
+    ]
+    header = "| operation | rows | " + " | ".join(_SCALE_COLUMNS) + " | peak memory (MB) |"
+    lines += [header, "|---|---:|" + "---:|" * len(_SCALE_COLUMNS) + "---|"]
+    for op, by_size in grid.items():
+        for x in sorted(by_size):
+            cells = by_size[x]
+            times = [fmt_value(cells[c][0], "s") if c in cells else "-" for c in _SCALE_COLUMNS]
+            memory = "; ".join(f"{c}: {cells[c][1]}" for c in _SCALE_COLUMNS if c in cells)
+            lines.append(f"| {op.upper()} 1% | {x:,.0f} | " + " | ".join(times) + f" | {memory} |")
+    for r in skipped:
+        lines.append(f"| all | {r.x or 0:,.0f} | " + "- | " * len(_SCALE_COLUMNS) + f"{r.notes} |")
+    lines.append("")
+    for title, name in plots.items():
+        if title.startswith("scale: "):
+            lines += [f"![{title}]({plot_dir}/{name})", ""]
+    return lines
+
+
+def write_scale_plots(directory: str, rows: Sequence[Row]) -> dict[str, str]:
+    """One PNG per operation of case 15: seconds against rows for every engine, log-log."""
+    grid = _scale_grid(rows)
+    if not any(len(by_size) >= 2 for by_size in grid.values()):
+        return {}
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    out: dict[str, str] = {}
+    styles = ("o-", "D-", "s--", "^--")
+    for op, by_size in grid.items():
+        if len(by_size) < 2:
+            continue
+        title = f"scale: {op.upper()} 1% of the rows"
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for column, style in zip(_SCALE_COLUMNS, styles, strict=True):
+            points = sorted(
+                (x, cells[column][0]) for x, cells in by_size.items() if column in cells
+            )
+            if points:
+                ax.plot([x for x, _ in points], [y for _, y in points], style, label=column)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("rows in the table")
+        ax.set_ylabel("median (s)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        name = f"{slug(title)}.png"
+        fig.tight_layout()
+        fig.savefig(os.path.join(directory, name), dpi=90)
+        plt.close(fig)
+        out[title] = name
+    return out

@@ -151,6 +151,16 @@ def rs_dml(template: str, workdir: str, op: str, rows: int, runs: int, warmup: i
     return samples
 
 
+def rs_dml_with_memory(
+    template: str, workdir: str, op: str, rows: int, runs: int, warmup: int
+) -> tuple[list[float], float]:
+    """:func:`rs_dml`, and the peak resident set of this (fresh) process in MB."""
+    import resource
+
+    samples = rs_dml(template, workdir, op, rows, runs, warmup)
+    return samples, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 # -- concurrent blind appends -------------------------------------------------------------------
 
 

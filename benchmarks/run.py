@@ -37,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (under 5 minutes)")
     parser.add_argument(
         "--only",
-        choices=("metadata", "spark", "contention", "peer", "s3"),
-        help="one part of the suite, or only case 10 (contended DML with re-execution)",
+        choices=("metadata", "spark", "contention", "peer", "s3", "scale"),
+        help="one part of the suite, only case 10 (contended DML with re-execution), or only "
+        "case 15 (DML cost against table size, not part of the full suite)",
     )
     parser.add_argument(
         "--out", help="results directory (default: benchmarks/results, quick: .../results/quick)"
@@ -52,6 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cases",
         help="with --only spark: the case numbers to run, comma-separated (e.g. 7,8,9)",
+    )
+    parser.add_argument(
+        "--sizes",
+        help="with --only scale: table sizes in rows, comma-separated "
+        "(default 2000000,10000000,50000000; --quick: 100000,200000)",
+    )
+    parser.add_argument(
+        "--runs", type=int, help="with --only scale: timed runs per figure (at least 3)"
     )
     args = parser.parse_args(argv)
 
@@ -72,6 +81,22 @@ def main(argv: list[str] | None = None) -> int:
             sizes = spark_cases.QUICK if args.quick else spark_cases.FULL
             spark, startup = spark_cases.start_session()
             rows += reexecution_case.case_contention(spark, workdir, sizes.contention_s, _log)
+        if args.only == "scale":
+            from benchmarks import scale_case, spark_cases
+
+            scale = scale_case.ScaleSizes(
+                sizes=scale_case.parse_sizes(args.sizes)
+                if args.sizes
+                else (scale_case.QUICK_SIZES if args.quick else scale_case.FULL_SIZES)
+            )
+            if args.runs:
+                scale = replace(scale, runs=args.runs)
+            spark, startup = spark_cases.start_session()
+            rows += scale_case.case_scale(spark, workdir, scale, _log)
+            notes.append(
+                f"Case 15 holds {scale.rows_per_file:,} rows per file at every size; the "
+                f"driver JVM's maximum heap is {scale_case.jvm_max_heap_mb(spark):,.0f} MB."
+            )
         if args.only in (None, "metadata"):
             sizes = metadata_cases.QUICK if args.quick else metadata_cases.FULL
             rows += metadata_cases.run_all(workdir, sizes, _log)

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -23,6 +23,9 @@ from pyspark.sql import functions as F
 from benchmarks import reexecution_case, rs_workers
 from benchmarks.harness import MIN_RUNS, Figure, Row, Stats, spawn_context
 from deltatx.version import __version__ as DELTATX_VERSION
+
+if TYPE_CHECKING:
+    from deltatx import DeltaTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +312,22 @@ def dml_source(spark: SparkSession, lo: int, hi: int) -> DataFrame:
     )
 
 
+def dml_ops(spark: SparkSession, rows: int) -> dict[str, Callable[[DeltaTable], Any]]:
+    """The 1% DELETE, UPDATE and MERGE of a ``rows``-row DML target, each applied to a table."""
+    lo, hi, src_lo, src_hi = rs_workers.dml_bounds(rows)
+    return {
+        "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),
+        "update": lambda dt: dt.update(condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}),
+        "merge": lambda dt: (
+            dt.alias("t")
+            .merge(dml_source(spark, src_lo, src_hi).alias("s"), "t.id = s.id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        ),
+    }
+
+
 def _plain_dml(spark: SparkSession, template: str, out: str, op: str, rows: int) -> None:
     """The same change by hand: find the touched files, rewrite them as new Parquet files."""
     lo, hi, src_lo, src_hi = rs_workers.dml_bounds(rows)
@@ -346,23 +365,12 @@ def case_dml(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
     timer = Timer(spark)
     spark_version, rs_version = _versions()
     n = sizes.dml_rows
-    lo, hi, src_lo, src_hi = rs_workers.dml_bounds(n)
     template = _fresh(os.path.join(workdir, "dml-template"))
     # Case 7 is the copy-on-write path; deletion vectors are case 8.
     deltatx.write(dml_target(spark, n, sizes.dml_files), template, mode="append", properties=_COW)
     run_dir = os.path.join(workdir, "dml-run")
     rows: list[Row] = []
-    ops: dict[str, Callable[[DeltaTable], object]] = {
-        "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),
-        "update": lambda dt: dt.update(condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}),
-        "merge": lambda dt: (
-            dt.alias("t")
-            .merge(dml_source(spark, src_lo, src_hi).alias("s"), "t.id = s.id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        ),
-    }
+    ops = dml_ops(spark, n)
     with spawn_context().Pool(1) as pool:
         for op, fn in ops.items():
             handle: dict[str, DeltaTable] = {}
@@ -451,7 +459,6 @@ def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) 
 
     timer = Timer(spark)
     n = sizes.dv_rows
-    lo, hi, _, _ = rs_workers.dml_bounds(n)
     templates: dict[bool, str] = {}
     for dv in (True, False):
         templates[dv] = _fresh(os.path.join(workdir, f"dv-template-{int(dv)}"))
@@ -464,10 +471,7 @@ def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) 
     run_dir = os.path.join(workdir, "dv-run")
     size = f"{n:,}-row target in {sizes.dv_files} files, 1% changed"
     rows: list[Row] = []
-    ops: dict[str, Callable[[DeltaTable], Any]] = {
-        "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),
-        "update": lambda dt: dt.update(condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}),
-    }
+    ops = {op: fn for op, fn in dml_ops(spark, n).items() if op != "merge"}
     for op, fn in ops.items():
         figures: dict[bool, tuple[Stats, float, bool]] = {}
         memories: dict[bool, dict[str, float]] = {}

@@ -8,10 +8,11 @@ from pathlib import Path
 from history import run_history  # type: ignore[import-not-found]
 
 if __name__ == "__main__":
-    path, writer, seconds, out, seed, reinsert = sys.argv[1:7]
+    path, writer, seconds, out, seed, reinsert, ready = sys.argv[1:8]
     import deltatx
 
     spark = deltatx.spark_session()
+    Path(ready).touch()  # the test starts its threads now (workload.wait_until_ready)
     run_history(
         spark,
         path,

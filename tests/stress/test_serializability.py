@@ -1,9 +1,11 @@
 """A serializability checker under load (seed 003: concurrent writers never corrupt the table).
 
-Several processes run random transactions for a bounded time; the checker replays the
-committed ones on a model (see history.py) and proves the final table equals it. Also: no
-acknowledged commit missing (versions contiguous, one per acknowledged attempt), every failure
-a documented exception, and failed attempts leave no trace.
+Three writers run random transactions for a bounded time: under ``make test`` one process
+with its own Spark session and two threads sharing the test's session (each extra JVM mostly
+costs start-up on two cores); under ``DELTATX_STRESS_FULL=1`` three processes. The checker
+replays the committed ones on a model (see history.py) and proves the final table equals
+it. Also: no acknowledged commit missing (versions contiguous, one per acknowledged attempt),
+every failure a documented exception, and failed attempts leave no trace.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from deltatx import DeltaTable, write
 from deltatx.log.delta_log import DeltaLog
 
 from .history import DOCUMENTED, load, replay, run_history
+from .workload import wait_until_ready
 
 
 def _guard(
@@ -33,6 +37,7 @@ def _guard(
 
 FULL = bool(os.environ.get("DELTATX_STRESS_FULL"))
 WRITERS = 3
+PROCESSES = WRITERS if FULL else 1
 SECONDS = float(
     os.environ.get(
         "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "30"
@@ -64,7 +69,9 @@ def test_history_is_serializable(
         path,
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-    logs = [tmp_path / f"w{n}.jsonl" for n in range(3)]
+    logs = [tmp_path / f"w{n}.jsonl" for n in range(WRITERS)]
+    reinsert = level == "WriteSerializable"
+    ready = [tmp_path / f"w{n}.ready" for n in range(PROCESSES)]
     procs = [
         subprocess.Popen(
             [
@@ -75,14 +82,26 @@ def test_history_is_serializable(
                 str(SECONDS),
                 str(logs[n]),
                 str(n),
-                "1" if level == "WriteSerializable" else "0",
+                "1" if reinsert else "0",
+                str(ready[n]),
             ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        for n in range(3)
+        for n in range(PROCESSES)
     ]
+    wait_until_ready(procs, ready)
+    errors: list[BaseException] = []
+    threads = [
+        threading.Thread(target=_guard, args=(errors, spark, path, n, logs[n], reinsert))
+        for n in range(PROCESSES, WRITERS)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
     for p in procs:
         _, stderr = p.communicate(timeout=SECONDS + 300)
         assert p.returncode == 0, stderr.decode()[-3000:]

@@ -66,3 +66,45 @@ def test_large_commit_case_builds_a_log_both_engines_load(tmp_path: Path) -> Non
     assert len(stats["minValues"]) == case.COLUMNS
     (row,) = case.case_large_commits(str(tmp_path / "work"), 9, 1, lambda _: None)
     assert row.deltatx.stats is not None and row.peer is not None and row.ratio is not None
+
+
+def test_scale_report_tabulates_every_engine_and_skipped_sizes(tmp_path: Path) -> None:
+    harness = _bench("harness")
+    report = _bench("report")
+
+    def fig(engine: str, seconds: float, **extra: object) -> object:
+        return harness.Figure(engine, "1", harness.Stats.of([seconds]), dict(extra))
+
+    memory = {"driver_peak_rss_mb": 100.0, "jvm_peak_heap_mb": 200.0}
+    rows = []
+    for n in (1_000.0, 2_000.0):
+        for variant, seconds in (("copy-on-write", 2.0), ("deletion vectors", 1.0)):
+            mine = {"scale_op": "delete", "scale_variant": variant, **memory}
+            for peer in (fig("plain Spark", 3.0, **memory), fig("delta-rs", 0.5, peak_rss_mb=50.0)):
+                rows.append(
+                    harness.Row(
+                        case="15 scale",
+                        name=f"DELETE 1%, {variant} vs {peer.engine}",
+                        size=f"{n:,.0f} rows",
+                        unit="s",
+                        deltatx=fig("deltatx", seconds * n / 1000, **mine),
+                        peer=peer,
+                        x=n,
+                    )
+                )
+    skipped = harness.Row(
+        case="15 scale",
+        name="MERGE, UPDATE, DELETE 1%",
+        size="9 rows",
+        unit="s",
+        deltatx=harness.Figure("deltatx", "1", None, {"scale_skipped": "no disk"}),
+        x=9e12,
+        notes="skipped: no disk",
+    )
+    plots = report.write_scale_plots(str(tmp_path), [*rows, skipped])
+    assert list(plots) == ["scale: DELETE 1% of the rows"]
+    assert (tmp_path / plots["scale: DELETE 1% of the rows"]).exists()
+    text = "\n".join(report.scale_section([*rows, skipped], plots, "plots"))
+    assert "| DELETE 1% | 2,000 | 4.00 s | 2.00 s | 3.00 s | 500.00 ms |" in text
+    assert "delta-rs: 50 / -" in text and "plain Spark: 100 / 200" in text
+    assert "| all | 9,000,000,000,000 |" in text and "skipped: no disk" in text
