@@ -451,7 +451,7 @@ def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) 
 
     timer = Timer(spark)
     n = sizes.dv_rows
-    lo, hi, _, _ = rs_workers.dml_bounds(n)
+    lo, hi, src_lo, src_hi = rs_workers.dml_bounds(n)
     templates: dict[bool, str] = {}
     for dv in (True, False):
         templates[dv] = _fresh(os.path.join(workdir, f"dv-template-{int(dv)}"))
@@ -467,6 +467,13 @@ def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) 
     ops: dict[str, Callable[[DeltaTable], Any]] = {
         "delete": lambda dt: dt.delete(f"id >= {lo} AND id < {hi}"),
         "update": lambda dt: dt.update(condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}),
+        "merge": lambda dt: (
+            dt.alias("t")
+            .merge(dml_source(spark, src_lo, src_hi).alias("s"), "t.id = s.id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        ),
     }
     for op, fn in ops.items():
         figures: dict[bool, tuple[Stats, float, bool]] = {}
