@@ -126,11 +126,16 @@ def stage_source_driven(
     src = src.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         step("scanning")
-        summary = src.agg(
-            F.count(F.lit(1)).alias("rows"),
-            *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
-            *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
-        ).collect()[0]
+        # One task over the cached source aggregates it without a shuffle (and its job).
+        summary = (
+            src.coalesce(1)
+            .agg(
+                F.count(F.lit(1)).alias("rows"),
+                *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
+                *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
+            )
+            .collect()[0]
+        )
         num_source_rows = int(summary["rows"])
         # The transaction records the ON condition's target conjuncts as its read, as
         # documented (a MERGE on join keys alone may conflict with writes anywhere); the key
