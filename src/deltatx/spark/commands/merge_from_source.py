@@ -86,10 +86,11 @@ def stage_source_driven(
     then see the same rows, and its known size lets Spark broadcast it); one pass over it
     counts it and finds the range of its join keys, which prunes the target files by their
     statistics. The candidate files are inner-joined with the source in one streaming pass
-    that keeps only the matched pairs; one aggregation of those gives the touched files, the
-    per-clause counts and the ambiguity check; the write then emits the new versions, the
-    inserted source rows and, without deletion vectors, the untouched rows of the touched
-    files.
+    that keeps only the matched pairs, whose addresses (file, row, clause, source row) are
+    counted on the driver: the touched files, the per-clause counts, the ambiguity check and
+    the deletion vectors. The write joins only the touched files with the source again and
+    emits the new versions, the inserted source rows (those no pair names) and, without
+    deletion vectors, the unchanged rows of the touched files.
     """
     schema = txn.schema
     inserts = {i for i, c in enumerate(clauses) if c.kind is ClauseKind.NOT_MATCHED_INSERT}
