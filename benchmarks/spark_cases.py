@@ -471,7 +471,7 @@ def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) 
     run_dir = os.path.join(workdir, "dv-run")
     size = f"{n:,}-row target in {sizes.dv_files} files, 1% changed"
     rows: list[Row] = []
-    ops = {op: fn for op, fn in dml_ops(spark, n).items() if op != "merge"}
+    ops = dml_ops(spark, n)
     for op, fn in ops.items():
         figures: dict[bool, tuple[Stats, float, bool]] = {}
         memories: dict[bool, dict[str, float]] = {}

@@ -58,7 +58,7 @@ from deltatx.spark.commands.rewrite import (
     replaced_vectors,
 )
 from deltatx.spark.deletion_vectors import collect_addresses
-from deltatx.spark.expressions import merge_target_predicate
+from deltatx.spark.expressions import is_deterministic, merge_target_predicate
 from deltatx.spark.schema import quote_column
 
 __all__ = ["ClauseKind", "MergeClause", "stage_merge"]
@@ -104,9 +104,13 @@ def stage_merge(
         else TRUE
     )
     # The source-driven path writes no change data yet: a table recording its changes takes
-    # the general path, which does.
+    # the general path, which does. It also evaluates the conditions twice (finding the
+    # touched rows, then writing them), so non-deterministic ones take the single-pass path.
     by_source = any(c.kind.group == "by_source" for c in clauses)
-    if not by_source and not txn.configuration.change_data_feed:
+    repeatable = is_deterministic(condition) and all(
+        c.condition is None or is_deterministic(c.condition) for c in clauses
+    )
+    if not by_source and not txn.configuration.change_data_feed and repeatable:
         return stage_source_driven(
             spark,
             txn,

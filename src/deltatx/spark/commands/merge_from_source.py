@@ -8,10 +8,14 @@ in one pass that keeps the matched pairs.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.errors import InvalidArgumentError, InvalidConditionError
@@ -57,9 +61,7 @@ from deltatx.spark.commands.rewrite import (
     ROW_INDEX_COLUMN,
     read_addressed,
     replaced_vectors,
-    without_address,
 )
-from deltatx.spark.deletion_vectors import collect_addresses
 from deltatx.spark.expressions import merge_key_pairs
 from deltatx.spark.schema import quote_column
 
@@ -84,10 +86,11 @@ def stage_source_driven(
     then see the same rows, and its known size lets Spark broadcast it); one pass over it
     counts it and finds the range of its join keys, which prunes the target files by their
     statistics. The candidate files are inner-joined with the source in one streaming pass
-    that keeps only the matched pairs; one aggregation of those gives the touched files, the
-    per-clause counts and the ambiguity check; the write then emits the new versions, the
-    inserted source rows and, without deletion vectors, the untouched rows of the touched
-    files.
+    that keeps only the matched pairs, whose addresses (file, row, clause, source row) are
+    counted on the driver: the touched files, the per-clause counts, the ambiguity check and
+    the deletion vectors. The write joins only the touched files with the source again and
+    emits the new versions, the inserted source rows (those no pair names) and, without
+    deletion vectors, the unchanged rows of the touched files.
     """
     schema = txn.schema
     inserts = {i for i, c in enumerate(clauses) if c.kind is ClauseKind.NOT_MATCHED_INSERT}
@@ -122,14 +125,18 @@ def stage_source_driven(
     )
     use_dvs = txn.configuration.deletion_vectors_enabled
     src = src.persist(StorageLevel.MEMORY_AND_DISK)
-    cached = [src]
     try:
         step("scanning")
-        summary = src.agg(
-            F.count(F.lit(1)).alias("rows"),
-            *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
-            *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
-        ).collect()[0]
+        # One task over the cached source aggregates it without a shuffle (and its job).
+        summary = (
+            src.coalesce(1)
+            .agg(
+                F.count(F.lit(1)).alias("rows"),
+                *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
+                *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
+            )
+            .collect()[0]
+        )
         num_source_rows = int(summary["rows"])
         # The transaction records the ON condition's target conjuncts as its read, as
         # documented (a MERGE on join keys alone may conflict with writes anywhere); the key
@@ -148,26 +155,17 @@ def stage_source_driven(
             candidates = [f for f in candidates if in_range.may_match(f)]
         target = read_addressed(spark, txn, candidates).alias(target_alias)
         matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
-        matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(matched)
-        counts = _merge_counts(matched)
-        if matched_clauses and not lone_delete and any(r["most"] > 1 for r in counts):
-            raise InvalidArgumentError(AMBIGUOUS)
-        per_action: dict[int, int] = {}
-        touched: set[int] = set()
-        for r in counts:
-            action = int(r[ACTION])
-            per_action[action] = per_action.get(action, 0) + int(r["rows"])
-            if action >= 0:
-                touched.add(int(r[FILE_INDEX_COLUMN]))
-        changed_rows = matched.filter(F.col(ACTION) >= 0).select(
-            FILE_INDEX_COLUMN, ROW_INDEX_COLUMN
+        # Three longs per matched pair reach the driver (as many as the deletion vectors need
+        # anyway); counting, the ambiguity check and the touched files then cost no shuffle.
+        found = _Matches.of(
+            matched.select(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, ACTION, SOURCE_ROW).toArrow()
         )
-        changed: dict[int, list[int]] = {}
-        if use_dvs and touched:
-            changed = collect_addresses(changed_rows.distinct() if lone_delete else changed_rows)
+        if matched_clauses and not lone_delete and found.most > 1:
+            raise InvalidArgumentError(AMBIGUOUS)
+        per_action, touched = found.per_action, found.touched
+        changed = found.changed if use_dvs else {}
         unmatched = (
-            src.join(matched.select(SOURCE_ROW), on=SOURCE_ROW, how="left_anti")
+            _unmatched(spark, src, found.source_rows)
             .withColumn(ACTION, insert_action)
             .filter(F.col(ACTION) != DROP)
             if inserts
@@ -185,11 +183,15 @@ def stage_source_driven(
             rewritten = _rewritten_rows(
                 spark,
                 txn,
-                candidates,
-                matched.filter(F.col(ACTION).isin(sorted(updates) or [-99])).select(*matched_out),
-                unmatched.select(*insert_out) if unmatched is not None else None,
-                copy_from=copy_from,
-                changed=changed_rows,
+                [candidates[i] for i in sorted(touched)],
+                src,
+                on=on,
+                target_alias=target_alias,
+                matched_action=matched_action,
+                matched_out=matched_out,
+                keep=sorted(updates) if use_dvs else None,
+                dropped=sorted(deletes),
+                inserted=unmatched.select(*insert_out) if unmatched is not None else None,
             )
             added = write_data(txn, rewritten, recompute_generated=True)
         # What was written beyond the changed and copied rows was inserted; without row counts
@@ -206,8 +208,7 @@ def stage_source_driven(
             num_inserted = unmatched.count()
             copied = sum(n or 0 for n in written) - num_updated - num_inserted
     finally:
-        for df in cached:
-            df.unpersist()
+        src.unpersist()
     dvs_added = dvs_removed = 0
     if use_dvs:
         dv_changes = mark_deleted(txn, candidates, changed)
@@ -259,48 +260,99 @@ def _key_columns(
     return out
 
 
-def _merge_counts(matched: DataFrame) -> list[Row]:
-    """Counts, in one aggregation, what the MERGE changes in the target.
+@dataclass(frozen=True, slots=True)
+class _Matches:
+    """What the matched (target row, source row) pairs say, counted on the driver.
 
-    Per (file, clause): the matched target rows, and the most source rows that matched one of
-    them (more than one is ambiguous).
+    Attributes:
+        most: The most source rows that matched one target row (more than one is ambiguous).
+        per_action: Clause index (or COPY) -> matched target rows it applies to.
+        touched: Candidate indexes of the files with a row some clause changes.
+        changed: Candidate index -> row indexes of the rows some clause changes.
+        source_rows: The ids of the source rows that matched a target row.
     """
-    per_row = matched.groupBy(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN).agg(
-        F.count(F.lit(1)).alias("n"), F.max(ACTION).alias(ACTION)
-    )
-    return (
-        per_row.groupBy(FILE_INDEX_COLUMN, ACTION)
-        .agg(F.count(F.lit(1)).alias("rows"), F.max("n").alias("most"))
-        .collect()
-    )
+
+    most: int
+    per_action: dict[int, int]
+    touched: set[int]
+    changed: dict[int, list[int]]
+    source_rows: pa.Array
+
+    @classmethod
+    def of(cls, pairs: pa.Table) -> _Matches:
+        """Counts the pairs (file index, row index, clause index, source row id)."""
+        # A target row matched several times takes the highest clause, as one row it is.
+        per_row = pairs.group_by([FILE_INDEX_COLUMN, ROW_INDEX_COLUMN]).aggregate(
+            [(ACTION, "max"), (ACTION, "count")]
+        )
+        action = per_row.column(f"{ACTION}_max")
+        counts = per_row.column(f"{ACTION}_count")
+        most = pc.max(counts).as_py() if per_row.num_rows else 0
+        per_action: dict[int, int] = {}
+        for a, n in zip(
+            *pc.value_counts(action).flatten() if per_row.num_rows else ([], []), strict=True
+        ):
+            per_action[int(a.as_py())] = int(n.as_py())
+        hit = per_row.filter(pc.greater_equal(action, 0))
+        changed: dict[int, list[int]] = defaultdict(list)
+        for f, r in zip(
+            hit.column(FILE_INDEX_COLUMN).to_pylist(),
+            hit.column(ROW_INDEX_COLUMN).to_pylist(),
+            strict=True,
+        ):
+            changed[int(f)].append(int(r))
+        return cls(
+            most=int(most or 0),
+            per_action=per_action,
+            touched=set(changed),
+            changed=dict(changed),
+            source_rows=pc.unique(pairs.column(SOURCE_ROW)),
+        )
+
+
+def _unmatched(spark: SparkSession, src: DataFrame, matched_rows: pa.Array) -> DataFrame:
+    """The source rows whose id is not among ``matched_rows``."""
+    if not len(matched_rows):
+        return src
+    ids = spark.createDataFrame(pa.table({SOURCE_ROW: matched_rows.cast(pa.int64())}))
+    return src.join(F.broadcast(ids), on=SOURCE_ROW, how="left_anti")
 
 
 def _rewritten_rows(
     spark: SparkSession,
     txn: OptimisticTransaction,
-    candidates: Sequence[AddFile],
-    updated: DataFrame,
-    inserted: DataFrame | None,
+    touched: Sequence[AddFile],
+    src: DataFrame,
     *,
-    copy_from: Sequence[int],
-    changed: DataFrame,
+    on: Column,
+    target_alias: str,
+    matched_action: Column,
+    matched_out: Sequence[Column],
+    keep: Sequence[int] | None,
+    dropped: Sequence[int],
+    inserted: DataFrame | None,
 ) -> DataFrame:
     """Every row the MERGE writes, the one place they are produced.
 
-    New versions of updated rows, inserted rows and (copy-on-write) the rows of the touched
-    files ``copy_from`` that the MERGE leaves unchanged.
+    The rows of the touched files are joined with the source once more: with ``keep`` (the
+    update clauses, deletion vectors) only the new versions of the rows those clauses change;
+    without it (copy-on-write) every row but those a delete clause drops, changed or copied
+    unchanged. Then the inserted rows.
     """
-    out = updated
+    out: DataFrame | None = None
+    if touched:
+        target = read_addressed(spark, txn, touched).alias(target_alias)
+        if keep is None:
+            joined = target.join(src, on=on, how="left").withColumn(
+                ACTION,
+                F.when(F.col(SOURCE_ROW).isNull(), F.lit(COPY)).otherwise(matched_action),
+            )
+            wanted = ~F.col(ACTION).isin(list(dropped) or [-99])
+        else:
+            joined = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
+            wanted = F.col(ACTION).isin(list(keep) or [-99])
+        out = joined.filter(wanted).select(*matched_out)
     if inserted is not None:
-        out = out.unionByName(inserted)
-    if copy_from:
-        files = [candidates[i] for i in copy_from]
-        # The touched files are read again by their position in copy_from; the changed rows
-        # are addressed by candidate position.
-        positions = F.array(*[F.lit(i).cast("long") for i in copy_from])
-        rows = read_addressed(spark, txn, files).withColumn(
-            FILE_INDEX_COLUMN, F.element_at(positions, (F.col(FILE_INDEX_COLUMN) + 1).cast("int"))
-        )
-        kept = rows.join(changed, on=[FILE_INDEX_COLUMN, ROW_INDEX_COLUMN], how="left_anti")
-        out = out.unionByName(without_address(kept))
+        out = inserted if out is None else out.unionByName(inserted)
+    assert out is not None
     return out
