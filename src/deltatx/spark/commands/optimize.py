@@ -159,11 +159,12 @@ def _count_below(key: Column, bounds: Sequence[float], offset: int = 0) -> Colum
     ).otherwise(_count_below(key, bounds[:middle], offset))
 
 
-def _z_value(df: DataFrame, columns: Sequence[str]) -> Column:
-    """Interleaves the bits of each column's quantile bucket into one Z-order key.
+def _with_z_value(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``df`` with :data:`_ZVALUE`: each column's quantile bucket, bits interleaved.
 
     Buckets come from approximate quantiles computed on Spark, so skewed columns still spread
-    over the whole range; a bucket is the count of quantile bounds below the value.
+    over the whole range; a bucket is the count of quantile bounds below the value. Each
+    bucket is a column of its own before the interleaving, which reads it once per bit.
     """
     keyed = df.select(*[_order_key(df, c).alias(f"k{i}") for i, c in enumerate(columns)])
     probes = [i / (2**_Z_BITS) for i in range(1, 2**_Z_BITS)]
@@ -177,12 +178,14 @@ def _z_value(df: DataFrame, columns: Sequence[str]) -> Column:
             continue
         below = _count_below(key, distinct)
         buckets.append(F.when(key.isNull(), F.lit(0)).otherwise(below).cast("long"))
+    names = [f"{_ZVALUE}{i}" for i in range(len(buckets))]
+    with_buckets = df.select("*", *[b.alias(n) for b, n in zip(buckets, names, strict=True)])
     z = F.lit(0).cast("long")
     for bit in range(_Z_BITS):
-        for position, b in enumerate(buckets):
-            shifted = F.shiftright(b, bit).bitwiseAND(F.lit(1))
-            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(buckets) + position))
-    return z
+        for position, name in enumerate(names):
+            shifted = F.shiftright(F.col(name), bit).bitwiseAND(F.lit(1))
+            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(names) + position))
+    return with_buckets.select(*[F.col(quote_column(c)) for c in df.columns], z.alias(_ZVALUE))
 
 
 def stage_z_order(
@@ -226,9 +229,8 @@ def stage_z_order(
         num_files = max(1, -(-total_bytes // target))
         # Z-order keeps no trace of where rows came from, so the scan needs no row addresses.
         rows = read_files(spark, txn, candidates)
-        z = _z_value(rows, resolved)
         clustered = (
-            rows.withColumn(_ZVALUE, z)
+            _with_z_value(rows, resolved)
             .repartitionByRange(int(num_files), F.col(_ZVALUE))
             .sortWithinPartitions(_ZVALUE)
             .select(*[quote_column(f.name) for f in txn.schema.fields])
