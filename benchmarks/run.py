@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rows",
         type=int,
-        help="with --only spark: the target size of the DML and deletion-vector cases (7, 8)",
+        help="with --only spark: the table size of the DML, DV and OPTIMIZE cases (7-9)",
     )
     parser.add_argument(
         "--cases",
@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
 
             spark_sizes = spark_cases.QUICK if args.quick else spark_cases.FULL
             if args.rows:
-                spark_sizes = replace(spark_sizes, dml_rows=args.rows, dv_rows=args.rows)
+                spark_sizes = replace(
+                    spark_sizes, dml_rows=args.rows, dv_rows=args.rows, optimize_rows=args.rows
+                )
             chosen = frozenset(args.cases.split(",")) if args.cases else None
             spark_rows, startup = spark_cases.run_all(workdir, spark_sizes, _log, chosen)
             rows += spark_rows

@@ -568,77 +568,10 @@ def _not_available(name: str) -> Row:
     )
 
 
-# -- case 9: OPTIMIZE ---------------------------------------------------------------------------
+def _optimize_case(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
+    from benchmarks import optimize_case
 
-
-def case_optimize(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
-    """Case 9: compaction throughput vs a plain Parquet rewrite of the same rows."""
-    import deltatx
-    from deltatx import DeltaTable
-
-    timer = Timer(spark)
-    spark_version, _ = _versions()
-    n = sizes.optimize_rows
-    template = _fresh(os.path.join(workdir, "optimize-template"))
-    deltatx.write(events(spark, n).repartition(sizes.optimize_files), template, mode="append")
-    run_dir = os.path.join(workdir, "optimize-run")
-    handle: dict[str, Any] = {}
-
-    def setup() -> None:
-        _copy(template, run_dir)
-        handle["dt"] = DeltaTable.for_path(spark, run_dir)
-
-    def dx_op() -> None:
-        handle["metrics"] = handle["dt"].optimize().execute_compaction()
-
-    dx, dx_jobs = timer.measure(dx_op, runs=sizes.runs, warmup=sizes.warmup, setup=setup)
-    dx_memory = timer.memory
-    out_files = max(int(handle["metrics"].num_added_files), 1)
-    counter = iter(range(10**6))
-
-    def plain_op() -> None:
-        out = _fresh(os.path.join(workdir, f"optimize-plain-{next(counter)}"))
-        spark.read.parquet(template).coalesce(out_files).write.parquet(out)
-
-    pl, pl_jobs = timer.measure(plain_op, runs=sizes.runs, warmup=sizes.warmup)
-    dx_tp, pl_tp = _throughput(dx, n), _throughput(pl, n)
-    row = Row(
-        case="9 OPTIMIZE",
-        name=f"compact {sizes.optimize_files} files into {out_files}",
-        size=f"{n:,} rows",
-        unit="rows/s",
-        higher_is_better=True,
-        deltatx=_dx(dx_tp, dx_jobs, seconds_median=dx.median),
-        peer=Figure(
-            "plain Spark",
-            spark_version,
-            pl_tp,
-            {
-                "spark_jobs_per_op": pl_jobs,
-                "seconds_median": pl.median,
-                "what": f"spark.read.parquet(...).coalesce({out_files}).write.parquet",
-            },
-        ),
-        target=">= 0.8x plain Spark throughput",
-        notes=(
-            f"{dx.median:.2f} s vs {pl.median:.2f} s; Spark jobs per operation: deltatx "
-            f"{dx_jobs:g}, plain Spark {pl_jobs:g}"
-        ),
-    )
-    _note_memory(row, dx_memory)
-    row.met = dx_tp.median >= 0.8 * pl_tp.median
-    return [row]
-
-
-def _throughput(stats: Stats, rows: int) -> Stats:
-    # Rows per second; the slowest run gives the p99 throughput.
-    return Stats(
-        median=rows / stats.median,
-        p99=rows / stats.p99,
-        min=rows / stats.max,
-        max=rows / stats.min,
-        n=stats.n,
-    )
+    return optimize_case.case_optimize(spark, workdir, sizes)
 
 
 def _datasource_cases(
@@ -664,7 +597,7 @@ def run_all(
         ("6 write and read", lambda: case_write_read(spark, workdir, sizes)),
         ("7 DML", lambda: case_dml(spark, workdir, sizes)),
         ("8 deletion vectors", lambda: case_deletion_vectors(spark, workdir, sizes)),
-        ("9 OPTIMIZE", lambda: case_optimize(spark, workdir, sizes)),
+        ("9 OPTIMIZE", lambda: _optimize_case(spark, workdir, sizes)),
         (
             "10 contended DML",
             lambda: reexecution_case.case_contention(spark, workdir, sizes.contention_s, log),

@@ -7,10 +7,11 @@ with their live row counts and the deletion vectors they were read with
 concurrently on a source be carried onto the output, and back (the docs: OPTIMIZE does not
 conflict with DML on tables with deletion vectors).
 
-Spark gives no handle on which task writes which rows, so the layout is forced: rows are
-hash-partitioned by bin (a bin never spans two tasks), sorted by (bin, file, row) within each
-task, and written with the bin as the only ``partitionBy`` column, so the writer opens one file
-per bin and keeps the sort order (the required ordering is a prefix of ours, so Spark adds no
+Spark gives no handle on which task writes which rows, so the layout is forced: each bin is
+read into one task of its own (coalesced, or hash-partitioned by bin when there are many bins;
+a bin never spans two tasks), sorted by (bin, file, row) within each task, and written with
+the bin as the only ``partitionBy`` column, so the writer opens one file per bin and keeps the
+sort order (the required ordering is a prefix of ours, so Spark adds no
 sort of its own). Files are then moved from the bin directories to the directory of the bin's
 first source. An output whose row count does not match the sources' live rows gets no tag:
 its races are then judged per file, which is coarser but never wrong.
@@ -18,6 +19,7 @@ its races are then judged per file, which is coarser but never wrong.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import uuid
@@ -51,6 +53,8 @@ _BIN = "__deltatx_bin"
 _BIN_DIR = re.compile(rf"^{_BIN}=(\d+)$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _TASK_NUMBER = re.compile(r"^part-\d+")
+# Bins read one by one and unioned; more would make a plan too large to analyse quickly.
+_UNION_LIMIT = 32
 
 
 def live_rows(txn: OptimisticTransaction, f: AddFile) -> int:
@@ -82,16 +86,10 @@ def write_bins(
     chosen = [f for b in bins for f in b]
     if not chosen:
         return []
-    bin_of_file = [i for i, b in enumerate(bins) for _ in b]
-    rows = read_addressed(spark, txn, chosen)
-    mapping = spark.createDataFrame(
-        list(enumerate(bin_of_file)), f"{FILE_INDEX_COLUMN} BIGINT, {_BIN} INT"
-    )
     parts = {c.lower() for c in txn.partition_columns}
     data_schema = StructType(tuple(f for f in txn.schema.fields if f.name.lower() not in parts))
     ordered = (
-        rows.join(F.broadcast(mapping), on=FILE_INDEX_COLUMN)
-        .repartition(len(bins), F.col(_BIN))
+        _bins_by_task(spark, txn, bins)
         .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
         # Partition values live in the log, not in data files; the bin says where they go.
         .select(*[quote_column(f.name) for f in data_schema.fields], _BIN)
@@ -122,6 +120,34 @@ def write_bins(
     finally:
         if location.fs.get_file_info(staging).type != pafs.FileType.NotFound:
             location.fs.delete_dir(staging)
+
+
+def _bins_by_task(
+    spark: SparkSession, txn: OptimisticTransaction, bins: Sequence[Sequence[AddFile]]
+) -> DataFrame:
+    """The bins' live rows with their bin, each bin in a task of its own.
+
+    Up to :data:`_UNION_LIMIT` bins, each bin is read on its own and coalesced into one task,
+    so the rows never cross a shuffle (the file index then counts within the bin, which
+    orders it the same way). Beyond it, one scan of every file is hash-partitioned by bin,
+    which keeps the plan small.
+    """
+    if len(bins) <= _UNION_LIMIT:
+        per_bin = [
+            read_addressed(spark, txn, b).coalesce(1).withColumn(_BIN, F.lit(i))
+            for i, b in enumerate(bins)
+        ]
+        return functools.reduce(DataFrame.union, per_bin)
+    chosen = [f for b in bins for f in b]
+    bin_of_file = [i for i, b in enumerate(bins) for _ in b]
+    mapping = spark.createDataFrame(
+        list(enumerate(bin_of_file)), f"{FILE_INDEX_COLUMN} BIGINT, {_BIN} INT"
+    )
+    return (
+        read_addressed(spark, txn, chosen)
+        .join(F.broadcast(mapping), on=FILE_INDEX_COLUMN)
+        .repartition(len(bins), F.col(_BIN))
+    )
 
 
 def _written_by_bin(fs: pafs.FileSystem, staging: str) -> dict[int, list[str]]:

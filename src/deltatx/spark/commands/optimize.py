@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,10 +27,10 @@ from deltatx.spark.commands.common import (
     check_allowed,
     condition_to_predicate,
     file_metrics,
+    read_files,
     record,
 )
 from deltatx.spark.commands.compaction_write import write_bins
-from deltatx.spark.commands.rewrite import read_addressed
 from deltatx.spark.schema import quote_column
 from deltatx.spark.write import write_files
 
@@ -144,15 +144,27 @@ def _order_key(df: DataFrame, name: str) -> Column:
     return col.cast("double")
 
 
-def _less_than(key: Column) -> Callable[[Column], Column]:
-    return lambda bound: bound < key
+def _count_below(key: Column, bounds: Sequence[float], offset: int = 0) -> Column:
+    """How many of the sorted ``bounds`` lie below ``key``, by a binary search of ``when``s.
+
+    A row then makes about log2(len(bounds)) comparisons in generated code, where counting
+    over an array of every bound (a lambda per element) made one per bound.
+    """
+    if not bounds:
+        return F.lit(offset)
+    middle = len(bounds) // 2
+    return F.when(
+        key > F.lit(bounds[middle]),
+        _count_below(key, bounds[middle + 1 :], offset + middle + 1),
+    ).otherwise(_count_below(key, bounds[:middle], offset))
 
 
-def _z_value(df: DataFrame, columns: Sequence[str]) -> Column:
-    """Interleaves the bits of each column's quantile bucket into one Z-order key.
+def _with_z_value(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``df`` with :data:`_ZVALUE`: each column's quantile bucket, bits interleaved.
 
     Buckets come from approximate quantiles computed on Spark, so skewed columns still spread
-    over the whole range; a bucket is the count of quantile bounds below the value.
+    over the whole range; a bucket is the count of quantile bounds below the value. Each
+    bucket is a column of its own before the interleaving, which reads it once per bit.
     """
     keyed = df.select(*[_order_key(df, c).alias(f"k{i}") for i, c in enumerate(columns)])
     probes = [i / (2**_Z_BITS) for i in range(1, 2**_Z_BITS)]
@@ -164,14 +176,16 @@ def _z_value(df: DataFrame, columns: Sequence[str]) -> Column:
         if not distinct:
             buckets.append(F.lit(0).cast("long"))
             continue
-        below = F.size(F.filter(F.array(*[F.lit(b) for b in distinct]), _less_than(key)))
+        below = _count_below(key, distinct)
         buckets.append(F.when(key.isNull(), F.lit(0)).otherwise(below).cast("long"))
+    names = [f"{_ZVALUE}{i}" for i in range(len(buckets))]
+    with_buckets = df.select("*", *[b.alias(n) for b, n in zip(buckets, names, strict=True)])
     z = F.lit(0).cast("long")
     for bit in range(_Z_BITS):
-        for position, b in enumerate(buckets):
-            shifted = F.shiftright(b, bit).bitwiseAND(F.lit(1))
-            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(buckets) + position))
-    return z
+        for position, name in enumerate(names):
+            shifted = F.shiftright(F.col(name), bit).bitwiseAND(F.lit(1))
+            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(names) + position))
+    return with_buckets.select(*[F.col(quote_column(c)) for c in df.columns], z.alias(_ZVALUE))
 
 
 def stage_z_order(
@@ -213,10 +227,10 @@ def stage_z_order(
         target = target_size or txn.properties.target_file_size
         total_bytes = sum(f.size for f in candidates)
         num_files = max(1, -(-total_bytes // target))
-        rows = read_addressed(spark, txn, candidates)
-        z = _z_value(rows, resolved)
+        # Z-order keeps no trace of where rows came from, so the scan needs no row addresses.
+        rows = read_files(spark, txn, candidates)
         clustered = (
-            rows.withColumn(_ZVALUE, z)
+            _with_z_value(rows, resolved)
             .repartitionByRange(int(num_files), F.col(_ZVALUE))
             .sortWithinPartitions(_ZVALUE)
             .select(*[quote_column(f.name) for f in txn.schema.fields])
