@@ -166,6 +166,23 @@ def test_to_df_drops_deleted_rows_by_the_python_filter_past_the_broadcast_limit(
     assert _rows(frame) == [(i,) for i in range(1000) if i % 3]
 
 
+def test_to_df_anti_join_on_packed_and_on_two_column_keys_drops_the_same_rows(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(tmp_path / "t")
+    deltatx.write(spark.range(0, 3000, numPartitions=3), path)
+    DeltaTable.for_path(spark, path).delete("id % 7 = 0 OR id BETWEEN 1000 AND 1100")
+    expected = [(i,) for i in range(3000) if i % 7 and not 1000 <= i <= 1100]
+    packed = DeltaTable.for_path(spark, path).to_df()
+    assert "__deltatx_dv_key" in packed._jdf.queryExecution().optimizedPlan().toString()
+    assert _rows(packed) == expected
+    # Past the files a packed key can number, the join keys on (file index, row index).
+    monkeypatch.setattr(dv_filter, "_MAX_PACKED_FILES", 2)
+    both = DeltaTable.for_path(spark, path).to_df()
+    assert "__deltatx_dv_key" not in both._jdf.queryExecution().optimizedPlan().toString()
+    assert _rows(both) == expected
+
+
 def test_reading_a_file_list_leaves_the_listing_setting_as_it_was(
     spark: SparkSession, table_dir: Path
 ) -> None:
