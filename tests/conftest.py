@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Tests never assert on time: a property's examples may run slowly on a loaded machine (CI
+# shares its cores), so Hypothesis's per-example deadline is off for every test.
+settings.register_profile("deltatx", deadline=None)
+settings.load_profile("deltatx")
 
 
 def _free_port() -> int:
