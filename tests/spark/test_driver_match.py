@@ -46,7 +46,16 @@ _ATOMS = [
     "e IS NULL",
     "id BETWEEN 5 AND 20",
 ]
-_NOT_TRANSLATED = ["d > 1.5", "length(s) = 1", "n = 1.5", "s = 1", "n % 2 = 0", "s = 'a\\\\b'"]
+_NOT_TRANSLATED = [
+    "true",
+    "NULL",
+    "d > 1.5",
+    "length(s) = 1",
+    "n = 1.5",
+    "s = 1",
+    "n % 2 = 0",
+    "s = 'a\\\\b'",
+]
 
 
 def _conditions() -> list[str]:

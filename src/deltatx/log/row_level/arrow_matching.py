@@ -88,6 +88,8 @@ def driver_matches(
     """
     if column_mapping == ColumnMappingMode.ID or sum(f.size for f in files) > DRIVER_MATCH_BYTES:
         return None
+    if not columns_of(predicate):
+        return None  # a constant condition: no column gives the evaluator its row count
     kinds: dict[str, Kind] = {}
     physical: dict[str, str] = {}
     for name in columns_of(predicate):
