@@ -23,6 +23,11 @@ from deltatx.spark.commands.common import (
     record,
     validate_condition,
 )
+from deltatx.spark.commands.driver_match import (
+    as_file_matches,
+    find_on_driver,
+    matched_addresses,
+)
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     read_addressed,
@@ -67,12 +72,17 @@ def stage_delete(
         return record(txn, OperationName.DELETE, metrics, parameters)
     assert condition is not None
     hit = F.coalesce(condition_column(condition), F.lit(False))
+    # The change data feed needs the deleted rows themselves, which only Spark reads.
+    found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
     if use_dvs:
-        hit_rows = read_addressed(spark, txn, candidates).filter(hit)
-        matched = collect_addresses(hit_rows)
-        if matched and records_changes(txn):
-            deleted = tagged(without_address(hit_rows), ChangeType.DELETE)
-            stage_change_data(txn, deleted, covering=candidates)
+        if found is not None:
+            matched = matched_addresses(found)
+        else:
+            hit_rows = read_addressed(spark, txn, candidates).filter(hit)
+            matched = collect_addresses(hit_rows)
+            if matched and records_changes(txn):
+                deleted = tagged(without_address(hit_rows), ChangeType.DELETE)
+                stage_change_data(txn, deleted, covering=candidates)
         changes = mark_deleted(txn, candidates, matched)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
         metrics = DeleteMetrics(
@@ -84,7 +94,13 @@ def stage_delete(
         )
         return record(txn, OperationName.DELETE, metrics, parameters)
     rewritten = stage_copy_on_write(
-        spark, txn, candidates, hit, rewrite=lambda rows: rows.filter(~hit), drop_fully_matched=True
+        spark,
+        txn,
+        candidates,
+        hit,
+        rewrite=lambda rows: rows.filter(~hit),
+        drop_fully_matched=True,
+        counted=None if found is None else as_file_matches(candidates, found),
     )
     if rewritten.added and records_changes(txn):
         # Files dropped whole need no change file, but once a commit has one, readers take

@@ -123,6 +123,7 @@ def stage_copy_on_write(
     *,
     rewrite: Callable[[DataFrame], DataFrame],
     drop_fully_matched: bool,
+    counted: Sequence[FileMatches] | None = None,
 ) -> Rewritten:
     """Rewrites the files holding matched rows (DELETE and UPDATE without deletion vectors).
 
@@ -134,8 +135,11 @@ def stage_copy_on_write(
         rewrite: Turns a touched file's rows into the rows to write back.
         drop_fully_matched: A file whose rows all match is dropped without being read again
             (DELETE); otherwise it is rewritten too (UPDATE).
+        counted: The candidates holding matched rows, when already known (the driver found
+            them); otherwise one Spark job counts them.
     """
-    counted = match_counts(spark, txn, candidates, matches)
+    if counted is None:
+        counted = match_counts(spark, txn, candidates, matches)
     rewritten = [m for m in counted if not (drop_fully_matched and m.all_match)]
     added: list[AddFile] = []
     if rewritten:

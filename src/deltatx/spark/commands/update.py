@@ -10,6 +10,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
+from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.log.transaction import OptimisticTransaction
@@ -28,6 +29,12 @@ from deltatx.spark.commands.common import (
     validate_assignments,
     validate_condition,
     write_data,
+)
+from deltatx.spark.commands.driver_match import (
+    FileRows,
+    as_file_matches,
+    find_on_driver,
+    matched_addresses,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
@@ -74,8 +81,12 @@ def stage_update(
     )
     step("scanning")
     candidates = txn.scan(predicate)
+    # The change data feed needs the updated rows themselves, which only Spark reads.
+    found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
     if txn.configuration.deletion_vectors_enabled:
-        metrics, matched = _stage_dv_update(spark, txn, candidates, cond, assignments, started)
+        metrics, matched = _stage_dv_update(
+            spark, txn, candidates, cond, assignments, started, found
+        )
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
     else:
         rewritten = stage_copy_on_write(
@@ -85,6 +96,7 @@ def stage_update(
             cond,
             rewrite=lambda rows: rows.select(*_updated_columns(txn, cond, assignments)),
             drop_fully_matched=False,
+            counted=None if found is None else as_file_matches(candidates, found),
         )
         if rewritten.matched_rows and records_changes(txn):
             touched = without_address(read_addressed(spark, txn, rewritten.removed))
@@ -120,27 +132,18 @@ def _stage_dv_update(
     cond: Column,
     assignments: Mapping[str, Column],
     started: float,
+    found: dict[int, FileRows] | None,
 ) -> tuple[UpdateMetrics, dict[int, list[int]]]:
     """UPDATE with deletion vectors: old versions marked deleted, new versions appended.
 
     Only the matched rows are written (to new files); no unchanged row is copied.
     """
-    # The matched rows are kept once found: their addresses and their new versions then come
-    # from one scan of the candidates, not two.
-    hit_rows = read_addressed(spark, txn, candidates).filter(cond).persist(_KEEP)
-    try:
-        matched = collect_addresses(hit_rows)
-        added: list[AddFile] = []
-        if matched:
-            updated = _updated_columns(txn, F.lit(True), assignments)
-            added = write_data(
-                txn, without_address(hit_rows).select(*updated), recompute_generated=True
-            )
-            if records_changes(txn):
-                change_rows = update_changes(without_address(hit_rows), updated)
-                stage_change_data(txn, change_rows, covering=[*candidates, *added])
-    finally:
-        hit_rows.unpersist()
+    updated = _updated_columns(txn, F.lit(True), assignments)
+    known = None if found is None else _write_found(spark, txn, candidates, cond, updated, found)
+    if known is not None:
+        matched, added = known
+    else:
+        matched, added = _find_and_write(spark, txn, candidates, cond, updated)
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)
     metrics = UpdateMetrics(
@@ -153,3 +156,55 @@ def _stage_dv_update(
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
     return metrics, matched
+
+
+def _write_found(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    cond: Column,
+    updated: list[Column],
+    found: dict[int, FileRows],
+) -> tuple[dict[int, list[int]], list[AddFile]] | None:
+    """Writes the new versions of the rows the driver found: one job over the touched files.
+
+    None when the rows Spark wrote are not as many as the driver found (the files written
+    stay unreferenced and the statement runs its Spark job instead).
+    """
+    matched = matched_addresses(found)
+    if not matched:
+        return matched, []
+    touched = [candidates[i] for i in sorted(matched)]
+    rows = without_address(read_addressed(spark, txn, touched)).filter(cond)
+    added = write_data(txn, rows.select(*updated), recompute_generated=True)
+    written = [num_records(f.stats) for f in added]
+    expected = sum(len(r) for r in matched.values())
+    if all(n is not None for n in written) and sum(n or 0 for n in written) != expected:
+        return None
+    return matched, added
+
+
+def _find_and_write(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    cond: Column,
+    updated: list[Column],
+) -> tuple[dict[int, list[int]], list[AddFile]]:
+    """Finds the matched rows with Spark and writes their new versions (and their changes)."""
+    # The matched rows are kept once found: their addresses and their new versions then come
+    # from one scan of the candidates, not two.
+    hit_rows = read_addressed(spark, txn, candidates).filter(cond).persist(_KEEP)
+    try:
+        matched = collect_addresses(hit_rows)
+        added: list[AddFile] = []
+        if matched:
+            added = write_data(
+                txn, without_address(hit_rows).select(*updated), recompute_generated=True
+            )
+            if records_changes(txn):
+                change_rows = update_changes(without_address(hit_rows), updated)
+                stage_change_data(txn, change_rows, covering=[*candidates, *added])
+    finally:
+        hit_rows.unpersist()
+    return matched, added
