@@ -152,7 +152,8 @@ def stage_source_driven(
             in_range = FilePredicate(
                 and_(*reach), schema=schema, partition_columns=txn.partition_columns
             )
-            candidates = [f for f in candidates if in_range.may_match(f)]
+            keep = in_range.matches(candidates)
+            candidates = [f for f, k in zip(candidates, keep, strict=True) if k]
         target = read_addressed(spark, txn, candidates).alias(target_alias)
         matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
         # Three longs per matched pair reach the driver (as many as the deletion vectors need
