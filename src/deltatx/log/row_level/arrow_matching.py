@@ -139,7 +139,7 @@ def _read_columns(
     """The condition's columns of one file, typed as the table types them (None: give up)."""
     path = location.file(f.path, what="data file")
     try:
-        parquet = pq.ParquetFile(path, filesystem=location.fs)
+        parquet = pq.ParquetFile(location.fs_path(path), filesystem=location.fs)
         stored = {n.lower(): n for n in parquet.schema_arrow.names}
         partitions = {k.lower(): v for k, v in f.partition_values.items()}
         wanted = [stored[physical[c].lower()] for c in kinds if physical[c].lower() in stored]
