@@ -40,7 +40,7 @@ WRITERS = 3
 PROCESSES = WRITERS if FULL else 1
 SECONDS = float(
     os.environ.get(
-        "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "30"
+        "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "15"
     )
 )
 HERE = Path(__file__).parent
