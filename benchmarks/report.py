@@ -88,16 +88,9 @@ def write_plots(directory: str, rows: Sequence[Row]) -> dict[str, str]:
         ax.set_xscale("log")
         if unit == "s":
             ax.set_yscale("log")
-        ax.set_title(title)
-        ax.set_xlabel("size")
-        ax.set_ylabel(f"median ({label})")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-        name = f"{slug(title)}.png"
-        fig.tight_layout()
-        fig.savefig(os.path.join(directory, name), dpi=90)
-        plt.close(fig)
-        out[title] = name
+        out[title] = _save_plot(
+            fig, ax, directory, title, x_label="size", y_label=f"median ({label})"
+        )
     return out
 
 
@@ -258,14 +251,23 @@ def write_scale_plots(directory: str, rows: Sequence[Row]) -> dict[str, str]:
                 ax.plot([x for x, _ in points], [y for _, y in points], style, label=column)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(title)
-        ax.set_xlabel("rows in the table")
-        ax.set_ylabel("median (s)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-        name = f"{slug(title)}.png"
-        fig.tight_layout()
-        fig.savefig(os.path.join(directory, name), dpi=90)
-        plt.close(fig)
-        out[title] = name
+        out[title] = _save_plot(
+            fig, ax, directory, title, x_label="rows in the table", y_label="median (s)"
+        )
     return out
+
+
+def _save_plot(fig: Any, ax: Any, directory: str, title: str, *, x_label: str, y_label: str) -> str:
+    """Labels, saves and closes one plot; returns its file name."""
+    import matplotlib.pyplot as plt
+
+    ax.set_title(title)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    name = f"{slug(title)}.png"
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, name), dpi=90)
+    plt.close(fig)
+    return name
