@@ -5,12 +5,12 @@ is), never the deleted row ids, so what a task carries grows with the number of 
 reads and not with the number of deleted rows. A Python worker loads a vector the first time
 it meets the file and keeps it for the next batches and tasks it runs.
 
-Two users: the ``format("delta")`` reader masks the Arrow batches it reads, and
-:func:`live_rows_filter` gives ``DeltaTable.to_df`` a filter that keeps Spark's native Parquet
-scan: an anti join of each row's (file index, row index) against the deleted positions, which
-travel as one broadcast per executor rather than in every task, with no Python on the rows'
-path. Past :data:`BROADCAST_LIMIT` deleted rows, a vectorised Python filter that loads each
-file's vector in the task takes over.
+Two users: the data source's Python reader masks the Arrow batches it reads, and
+:func:`live_rows_filter` gives Spark's native Parquet scan (``DeltaTable.to_df``,
+``spark.read.format("delta").load``) a filter with no Python on the rows' path: each row is
+joined, by its file and its 32-row word, to that word's deleted-row bits, which travel as one
+broadcast per executor rather than in every task. Past :data:`BROADCAST_LIMIT` deleted rows, a
+vectorised Python filter that loads each file's vector in the task takes over.
 """
 
 from __future__ import annotations
@@ -72,27 +72,29 @@ def live_mask(deleted: np.ndarray, row_indexes: np.ndarray) -> np.ndarray:
 
 
 BROADCAST_LIMIT = 20_000_000
-"""Most deleted rows one scan drops by a broadcast anti join (16 bytes each, per executor)."""
+"""Most deleted rows one scan drops through the broadcast of its vectors' words."""
 
-_DV_FILE = "__deltatx_dv_file"
-_DV_ROW = "__deltatx_dv_row"
 _DV_KEY = "__deltatx_dv_key"
-# A row's (file index, row index) packed into one long, so that the broadcast side is Spark's
-# long-keyed hash relation (measured: a third less JVM CPU than the two-column key on 2M rows).
-# Row indexes below 2**40 and file indexes below 2**23 keep the packing exact; a scan of more
-# files joins on both columns.
-_ROW_BITS = 40
-_MAX_PACKED_FILES = 1 << (63 - _ROW_BITS)
+_DV_WORD = "__deltatx_dv_word"
+_DV_ROW = "__deltatx_dv_row"
+# A vector travels as 32-row words: (file index * stride + row index / 32, the word's bits),
+# only the words that delete something. Files of similar size make the keys dense, and Spark
+# then probes its broadcast relation by array index rather than by hash (measured on 4M rows
+# with 10% deleted: 0.03 s of executor CPU over reading the row index, where an anti join
+# on one key per deleted row cost 0.38 s).
+_WORD_BITS = 5
+_WORD_MASK = (1 << _WORD_BITS) - 1
 
 
 def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | None:
     """The scan filter that drops rows deleted by the files' deletion vectors.
 
     Rows keep coming from Spark's Parquet scan. Up to :data:`BROADCAST_LIMIT` deleted rows,
-    the driver reads the vectors and the rows are anti-joined with a broadcast of the deleted
-    (file index, row index) pairs: the task itself carries nothing that grows with them.
-    Beyond it, a vectorised Python UDF sees each row's file index and row index and loads
-    each file's vector in the worker from the descriptor its closure holds.
+    the driver reads the vectors and each row is joined, by its file and its 32-row word, to
+    the word's deleted-row bits, which travel as one broadcast per executor: the task itself
+    carries nothing that grows with them. Beyond it, a vectorised Python UDF sees each row's
+    file index and row index and loads each file's vector in the worker from the descriptor
+    its closure holds.
 
     Returns:
         None when no file has a deletion vector (the scan then needs no row index).
@@ -101,48 +103,64 @@ def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | Non
     if all(dv is None for dv in descriptors):
         return None
     if sum(dv.cardinality for dv in descriptors if dv is not None) <= BROADCAST_LIMIT:
-        return _anti_join_filter(log, files)
+        return _word_join_filter(log, files)
     return _udf_filter(log, files)
 
 
-def _anti_join_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
+def deleted_words(
+    deleted_by_file: Sequence[tuple[int, np.ndarray]],
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """The 32-row words of sorted deleted row indexes, keyed by file index and word.
+
+    Args:
+        deleted_by_file: ``(file index, sorted deleted row indexes)`` pairs.
+
+    Returns:
+        ``(stride, keys, words)``: a row ``r`` of file ``i`` is deleted when the word keyed
+        ``i * stride + r // 32`` has bit ``r % 32`` set; ``stride`` exceeds every file's last
+        word, so keys of different files never meet. Only words with a bit set are listed.
+    """
+    stride = 1 + max(
+        (int(rows[-1]) >> _WORD_BITS for _, rows in deleted_by_file if len(rows)), default=0
+    )
+    keys: list[np.ndarray] = []
+    words: list[np.ndarray] = []
+    for index, rows in deleted_by_file:
+        if not len(rows):
+            continue
+        word_of_row = rows >> _WORD_BITS
+        # Rows are sorted, so each word's rows are consecutive: OR their bits per word.
+        starts = np.flatnonzero(np.r_[True, word_of_row[1:] != word_of_row[:-1]])
+        bits = np.left_shift(np.int64(1), rows & _WORD_MASK)
+        keys.append(index * stride + word_of_row[starts])
+        words.append(np.bitwise_or.reduceat(bits, starts))
+    if not keys:
+        return stride, np.empty(0, np.int64), np.empty(0, np.int64)
+    return stride, np.concatenate(keys), np.concatenate(words)
+
+
+def _word_join_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
     table_path = log.table_path
 
     def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
-        indexes: list[np.ndarray] = []
-        positions: list[np.ndarray] = []
-        for index, add in enumerate(files):
-            if add.deletion_vector is None:
-                continue
-            deleted = deleted_row_indexes(table_path, add.deletion_vector, data_file=add.path)
-            indexes.append(np.full(len(deleted), index, dtype=np.int64))
-            positions.append(deleted)
-        file_column = np.concatenate(indexes)
-        row_column = np.concatenate(positions)
-        if len(files) <= _MAX_PACKED_FILES and (
-            not len(row_column) or int(row_column.max()) < 1 << _ROW_BITS
-        ):
-            keys = pa.table({_DV_KEY: pa.array((file_column << _ROW_BITS) | row_column)})
-            # No deleted row lies past 2**40, so a row there gets no key (NULL matches nothing)
-            # rather than one that could spill into the file index's bits.
-            packed = F.when(
-                row_index < F.lit(1 << _ROW_BITS),
-                F.shiftleft(file_index, _ROW_BITS).bitwiseOR(row_index),
-            )
-            tagged = rows.select("*", packed.alias(_DV_KEY))
-            deleted_keys = rows.sparkSession.createDataFrame(keys)
-            live = tagged.join(F.broadcast(deleted_keys), on=[_DV_KEY], how="left_anti")
-            return live.drop(_DV_KEY)
+        deleted = [
+            (index, deleted_row_indexes(table_path, add.deletion_vector, data_file=add.path))
+            for index, add in enumerate(files)
+            if add.deletion_vector is not None
+        ]
+        stride, keys, words = deleted_words(deleted)
         table = pa.table(
-            {
-                _DV_FILE: pa.array(file_column, pa.int64()),
-                _DV_ROW: pa.array(row_column, pa.int64()),
-            }
+            {_DV_KEY: pa.array(keys, pa.int64()), _DV_WORD: pa.array(words, pa.int64())}
         )
-        deleted_rows = rows.sparkSession.createDataFrame(table)
-        tagged = rows.select("*", file_index.alias(_DV_FILE), row_index.alias(_DV_ROW))
-        live = tagged.join(F.broadcast(deleted_rows), on=[_DV_FILE, _DV_ROW], how="left_anti")
-        return live.drop(_DV_FILE, _DV_ROW)
+        word_bits = rows.sparkSession.createDataFrame(table)
+        word = F.shiftright(row_index, _WORD_BITS)
+        # A row past the last word of every vector is live; it must not reach the next file's.
+        key = F.when(word < F.lit(stride), file_index * F.lit(stride) + word)
+        tagged = rows.select("*", key.alias(_DV_KEY), row_index.alias(_DV_ROW))
+        joined = tagged.join(F.broadcast(word_bits), on=[_DV_KEY], how="left_outer")
+        bit = F.getbit(F.col(_DV_WORD), F.col(_DV_ROW).bitwiseAND(_WORD_MASK).cast("int"))
+        live = joined.filter(F.col(_DV_WORD).isNull() | (bit == 0))
+        return live.drop(_DV_KEY, _DV_WORD, _DV_ROW)
 
     return keep_live
 

@@ -181,7 +181,7 @@ def files_to_dataframe(
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
-    if len(files) <= _MAP_LIMIT:
+    if len(files) <= _MAP_LIMIT or (not columns and len(files) <= _SIZE_SEARCH_LIMIT):
         looked_up = _looked_up(files, keys, columns, file_key)
         reported = F.col("_metadata.file_path").alias(_FILE_KEY)
         rows = rows.select("*", reported, *looked_up, *row_index)
@@ -292,6 +292,11 @@ def _union_of_partitions(
 _MAP_LIMIT = 64
 
 
+# Up to this many files of an unpartitioned table, a row's file is found by a binary search
+# over the sizes (depth 10 at most), which stays cheaper than the broadcast join.
+_SIZE_SEARCH_LIMIT = 1024
+
+
 def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
     lowered = {k.lower(): v for k, v in add.partition_values.items()}
     # The protocol spells a NULL partition value as null or as "".
@@ -306,23 +311,56 @@ def _looked_up(
 ) -> list[Column]:
     """Each row's file index, then its partition values (as strings), from literals.
 
-    The index is found by the exact path Spark is expected to report; only a row whose path is
-    spelt otherwise pays for normalising it (``file_key``), which on a plain read costs as much
-    as decoding the data.
+    Where files share a size, the index is found by the exact path Spark is expected to
+    report; only a row whose path is spelt otherwise pays for normalising it (``file_key``),
+    which on a plain read costs as much as decoding the data.
     """
 
-    def lookup(names: Sequence[str], key: Column) -> Column:
-        pairs = [x for i, name in enumerate(names) for x in (F.lit(name), F.lit(i))]
-        return F.try_element_at(F.create_map(*pairs).cast("map<string,bigint>"), key)
+    def by_path(indexes: Sequence[int]) -> Column:
+        # By the exact path Spark is expected to report, else by the normalised one.
+        def lookup(names: Sequence[str], key: Column) -> Column:
+            pairs = [
+                x for i, name in zip(indexes, names, strict=True) for x in (F.lit(name), F.lit(i))
+            ]
+            return F.try_element_at(F.create_map(*pairs).cast("map<string,bigint>"), key)
 
-    reported = [_reported_path(k) for k in keys]
-    index = F.coalesce(lookup(reported, F.col("_metadata.file_path")), lookup(keys, file_key))
+        reported = [_reported_path(keys[i]) for i in indexes]
+        named = [keys[i] for i in indexes]
+        return F.coalesce(lookup(reported, F.col("_metadata.file_path")), lookup(named, file_key))
+
+    index = _index_by_size(files, by_path)
     out = [index.alias(_FILE_INDEX)]
     by_file = [_partition_values(add, columns) for add in files]
     for i in range(len(columns)):
         values = F.array(*[F.lit(v[i]).cast("string") for v in by_file])
         out.append(F.try_element_at(values, (index + 1).cast("int")).alias(_partition_alias(i)))
     return out
+
+
+def _index_by_size(files: Sequence[AddFile], by_path: Callable[[Sequence[int]], Column]) -> Column:
+    """Each row's file index: a binary search over the files' sizes, then paths where they tie.
+
+    Comparing a number a few times costs a fraction of looking a path up in a map (measured on
+    16 files: 0.03 s of executor CPU per 4M rows against 0.23 s); only files that share a size
+    are told apart by ``by_path`` (the indexes given). A file whose size is not the log's
+    gets no index, and the scan fails on it as on any file the log does not know.
+    """
+    groups: dict[int, list[int]] = {}
+    for i, add in enumerate(files):
+        groups.setdefault(add.size, []).append(i)
+    sizes = sorted(groups)
+    size = F.col("_metadata.file_size")
+
+    def search(lo: int, hi: int) -> Column:
+        if hi - lo == 1:
+            same = groups[sizes[lo]]
+            found = F.lit(same[0]) if len(same) == 1 else by_path(same)
+            return F.when(size == F.lit(sizes[lo]), found)
+        mid = (lo + hi) // 2
+        below = search(lo, mid)
+        return F.when(size < F.lit(sizes[mid]), below).otherwise(search(mid, hi))
+
+    return search(0, len(sizes)).cast("long")
 
 
 def _reported_path(key: str) -> str:

@@ -27,7 +27,13 @@ from deltatx.kernel.schema import parse_schema
 from deltatx.log.change_feed import version_range
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.datasource.change_feed import ChangeFeedReader, change_feed_schema
-from deltatx.spark.datasource.options import check_options, table_path
+from deltatx.spark.datasource.load import install as install_reader
+from deltatx.spark.datasource.options import (
+    BATCH_READ_OPTIONS,
+    check_options,
+    int_option,
+    table_path,
+)
 from deltatx.spark.datasource.reader import DeltaReader
 from deltatx.spark.datasource.save import install
 from deltatx.spark.datasource.stream_sink import DeltaStreamWriter
@@ -44,9 +50,6 @@ SHORT_NAME = "deltatx"
 
 DELTA_NAME = "delta"
 """The name it also takes when no JVM Delta Lake source is loaded."""
-
-BATCH_READ_OPTIONS = frozenset({"path", "versionAsOf", "timestampAsOf"})
-"""A batch read's options (matched case-insensitively, as Spark matches option names)."""
 
 READ_OPTIONS = BATCH_READ_OPTIONS | frozenset(
     {"readChangeFeed", "startingVersion", "endingVersion", "startingTimestamp", "endingTimestamp"}
@@ -98,6 +101,7 @@ def configure(spark: SparkSession) -> SparkSession:
         spark.dataSource.register(DeltaDataSource)
         names.add(DELTA_NAME)
     install(frozenset(names))
+    install_reader(frozenset(names))
     return spark
 
 
@@ -123,7 +127,7 @@ class DeltatxDataSource(DataSource):
         log = DeltaLog.for_table(path)
         if not log.table_exists():
             raise TableNotFoundError(f"there is no Delta table at {path}")
-        version = _int_option(self.options, "versionAsOf")
+        version = int_option(self.options, "versionAsOf")
         timestamp = self.options.get("timestampAsOf")
         change_range: tuple[int, int] | None = None
         change_feed = _flag(self.options, "readChangeFeed")
@@ -238,21 +242,11 @@ def _change_feed_start(options: Mapping[str, str]) -> bool:
 def _change_range(log: DeltaLog, options: Mapping[str, str]) -> tuple[int, int]:
     return version_range(
         log,
-        starting_version=_int_option(options, "startingVersion"),
-        ending_version=_int_option(options, "endingVersion"),
+        starting_version=int_option(options, "startingVersion"),
+        ending_version=int_option(options, "endingVersion"),
         starting_timestamp=options.get("startingTimestamp"),
         ending_timestamp=options.get("endingTimestamp"),
     )
-
-
-def _int_option(options: Mapping[str, str], key: str) -> int | None:
-    text = options.get(key)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgumentError(f"{key} must be an integer, got {text!r}") from None
 
 
 def _flag(options: Mapping[str, str], key: str) -> bool:

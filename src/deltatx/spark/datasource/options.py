@@ -6,6 +6,9 @@ from collections.abc import Mapping
 
 from deltatx.errors import InvalidArgumentError, UnsupportedOptionError
 
+BATCH_READ_OPTIONS = frozenset({"path", "versionAsOf", "timestampAsOf"})
+"""A batch read's options (matched case-insensitively, as Spark matches option names)."""
+
 
 def check_options(options: Mapping[str, str], allowed: frozenset[str], *, what: str) -> None:
     """Refuses any option not in ``allowed``, naming it.
@@ -38,4 +41,19 @@ def table_path(options: Mapping[str, str]) -> str:
     return path
 
 
-__all__ = ["check_options", "table_path"]
+def int_option(options: Mapping[str, str], key: str) -> int | None:
+    """The integer option ``key`` (None when absent).
+
+    Raises:
+        InvalidArgumentError: The value is not an integer.
+    """
+    text = options.get(key)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{key} must be an integer, got {text!r}") from None
+
+
+__all__ = ["BATCH_READ_OPTIONS", "check_options", "int_option", "table_path"]

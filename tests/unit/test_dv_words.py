@@ -1,0 +1,37 @@
+"""The 32-row words that carry deletion vectors to Spark's scan: they say exactly the rows."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deltatx.spark.dv_filter import deleted_words
+
+_files = st.lists(
+    st.tuples(
+        st.integers(min_value=0, max_value=50),
+        st.sets(st.integers(min_value=0, max_value=5_000), max_size=200),
+    ),
+    max_size=6,
+    unique_by=lambda f: f[0],
+)
+
+
+@given(_files)
+def test_words_say_exactly_the_deleted_rows(files: list[tuple[int, set[int]]]) -> None:
+    stride, keys, words = deleted_words(
+        [(index, np.array(sorted(rows), dtype=np.int64)) for index, rows in files]
+    )
+    assert len(set(keys.tolist())) == len(keys)
+    assert all(int(w) != 0 for w in words)
+    by_key = dict(zip(keys.tolist(), words.tolist(), strict=True))
+    for index, rows in files:
+        # Every row up to the stride, and a few past it (which no vector may claim).
+        for row in range(0, stride * 32 + 64, 7):
+            word = row >> 5
+            key = index * stride + word if word < stride else None
+            bits = by_key.get(key, 0) if key is not None else 0
+            assert bool(bits >> (row & 31) & 1) == (row in rows), (index, row)
+        for row in rows:
+            assert by_key[index * stride + (row >> 5)] >> (row & 31) & 1
