@@ -36,6 +36,11 @@ _counts: dict[str, int] = {}
 _scope: ContextVar[str | None] = ContextVar("deltatx_fault_scope", default=None)
 
 
+def faults_armed() -> bool:
+    """Whether the environment arms any fault point (for code that must shape its I/O to one)."""
+    return bool(os.environ.get("DELTATX_FAULT"))
+
+
 def fault_point(name: str) -> None:
     """Dies here if the environment arms this point; otherwise does nothing."""
     armed = os.environ.get("DELTATX_FAULT")
