@@ -30,6 +30,10 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 # What open(O_TMPFILE) answers on a kernel or file system without unnamed files.
 _NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL})
+# What linking a /proc/self/fd entry answers where /proc or the file system does not allow it.
+_NO_LINK_BY_FD = frozenset(
+    {errno.ENOENT, errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
+)
 
 
 def _write_all(fd: int, data: memoryview) -> None:
@@ -63,7 +67,7 @@ class LocalLogStore:
     def __init__(self, *, fsync: bool = True) -> None:
         """Creates a store; ``fsync=False`` trades durability for speed (tests, benchmarks)."""
         self._fsync = fsync
-        # Cleared for good the first time a directory refuses unnamed files.
+        # Cleared for good the first time a directory refuses unnamed files or their linking.
         self._unnamed = bool(_TMPFILE) and os.path.isdir("/proc/self/fd")
 
     def read(self, path: str) -> bytes:
@@ -74,23 +78,34 @@ class LocalLogStore:
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         """Writes a whole file atomically; without ``overwrite`` only if it is absent."""
         directory = os.path.dirname(path) or "."
-        if not overwrite and self._unnamed:
-            fd = self._open_unnamed(directory)
-            if fd is not None:
-                try:
-                    _fill(fd, data, fsync=self._fsync)
-                    try:
-                        # An absolute source makes linkat ignore src_dir_fd; passing one is what
-                        # makes os.link call linkat with AT_SYMLINK_FOLLOW, which links the file
-                        # the /proc entry points at rather than the entry itself.
-                        os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
-                    except FileExistsError:
-                        raise FileAlreadyExistsError(path) from None
-                finally:
-                    os.close(fd)
-                self._after_link(directory)
-                return
+        if not overwrite and self._unnamed and self._write_unnamed(path, directory, data):
+            return
         self._write_named(path, directory, data, overwrite=overwrite)
+
+    def _write_unnamed(self, path: str, directory: str, data: bytes) -> bool:
+        """Write-if-absent through an unnamed file; False where this system cannot link one."""
+        fd = self._open_unnamed(directory)
+        if fd is None:
+            return False
+        try:
+            _fill(fd, data, fsync=self._fsync)
+            try:
+                # An absolute source makes linkat ignore src_dir_fd; passing one is what makes
+                # os.link call linkat with AT_SYMLINK_FOLLOW, which links the file the /proc
+                # entry points at rather than the entry itself.
+                os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
+            except FileExistsError:
+                raise FileAlreadyExistsError(path) from None
+            except OSError as exc:
+                if exc.errno not in _NO_LINK_BY_FD:
+                    raise
+                # Nothing was published: the unnamed file goes with its descriptor.
+                self._unnamed = False
+                return False
+        finally:
+            os.close(fd)
+        self._after_link(directory)
+        return True
 
     def _open_unnamed(self, directory: str) -> int | None:
         """An unnamed file in ``directory``, or None where the file system has none."""

@@ -93,6 +93,30 @@ def test_a_file_system_without_unnamed_files_falls_back_to_names(
     assert (tmp_path / "log" / "1.json").read_bytes() == b"one"
 
 
+@needs_tmpfile
+def test_a_system_that_cannot_link_a_proc_entry_falls_back_to_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_link = os.link
+    refused: list[str] = []
+
+    def no_proc(src: str, dst: str, **kwargs: Any) -> None:
+        if str(src).startswith("/proc/"):
+            refused.append(dst)
+            raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), src)
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "link", no_proc)
+    store = LocalLogStore(fsync=False)
+    store.write(f"{tmp_path}/0.json", b"zero")
+    store.write(f"{tmp_path}/1.json", b"one")
+    with pytest.raises(FileAlreadyExistsError):
+        store.write(f"{tmp_path}/1.json", b"again")
+    assert refused == [f"{tmp_path}/0.json"]
+    assert sorted(os.listdir(tmp_path)) == ["0.json", "1.json"]
+    assert (tmp_path / "0.json").read_bytes() == b"zero"
+
+
 def test_other_errors_of_the_unnamed_open_are_raised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
