@@ -13,8 +13,8 @@ also crashing the commit that precedes it.
 The points the commit path offers:
 
 - ``commit.before_write``: the data files are written, the commit file is not.
-- ``commit.partial_write`` / ``log_store.partial_write``: the commit's temporary file is half
-  written.
+- ``commit.partial_write`` / ``log_store.partial_write``: the commit's unnamed (or temporary)
+  file is half written.
 - ``commit.after_link`` / ``log_store.after_link``: the commit is linked into place, the
   directory is not yet synced.
 - ``commit.after_write``: the commit is published, the writer has not yet been told.
