@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +36,9 @@ def test_commit_case_and_report_run_end_to_end(tmp_path: Path) -> None:
     commit = next(r for r in rows if r.name.startswith("commit 1 add"))
     assert commit.peer is not None and commit.peer.engine == "delta-rs"
     assert commit.ratio is not None
+    if os.path.isdir(cases.RAM_FS) and os.access(cases.RAM_FS, os.W_OK):
+        ram = next(r for r in rows if "RAM file system" in r.name)
+        assert ram.peer is not None and ram.ratio is not None and ram.met is None
 
     out = tmp_path / "results"
     out.mkdir()

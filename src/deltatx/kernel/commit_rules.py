@@ -89,7 +89,7 @@ def check_commit(
         if isinstance(a, AddFile):
             adds.append(a)
             if table_root is not None:
-                if not plain(a.path) or _in_log_dir(a.path):
+                if not plain(a.path):
                     check_data_path(a.path, root=table_root)
                 if a.deletion_vector is not None:
                     check_deletion_vector(a, root=table_root)
@@ -150,15 +150,12 @@ def _append_only(operation: OperationName, table: str) -> AppendOnlyViolationErr
     )
 
 
-# Segments of name characters with inner dots only: such a relative path has no scheme, needs
-# no decoding and has no "." or ".." segment, so it lies below the root as written. Most paths
-# a writer produces are of this form; the others take the full resolution below.
+# Segments of name characters with inner dots only, the first not the log directory: such a
+# relative path has no scheme, needs no decoding, has no "." or ".." segment and is not in
+# _delta_log, so it is a valid data file path as written. Most paths a writer produces are of
+# this form; the others take the full resolution below.
 _NAME = r"[A-Za-z0-9_=-]+(?:\.[A-Za-z0-9_=-]+)*"
-_PLAIN_RELATIVE = re.compile(rf"{_NAME}(?:/{_NAME})*")
-
-
-def _in_log_dir(path: str) -> bool:
-    return path.split("/", 1)[0] == LOG_DIR
+_PLAIN_RELATIVE = re.compile(rf"(?!{re.escape(LOG_DIR)}(?:/|$)){_NAME}(?:/{_NAME})*")
 
 
 def check_data_path(path: str, *, root: str, what: str = "add") -> None:
@@ -174,7 +171,7 @@ def check_data_path(path: str, *, root: str, what: str = "add") -> None:
     Raises:
         InvalidArgumentError: The path escapes the root; the message names it.
     """
-    if _PLAIN_RELATIVE.fullmatch(path) and not _in_log_dir(path):
+    if _PLAIN_RELATIVE.fullmatch(path):
         return
     decoded = unquote(path)
     bad = f"{what} {path!r}"

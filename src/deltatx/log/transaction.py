@@ -413,7 +413,9 @@ class OptimisticTransaction:
         fresh = [
             (key, add)
             for key, add in self._adds.items()
-            if location(add) is not None and location(add) not in old
+            if add.deletion_vector is not None
+            and location(add) is not None
+            and location(add) not in old
         ]
         if len({location(add) for _, add in fresh}) <= 1:
             return

@@ -13,8 +13,8 @@ also crashing the commit that precedes it.
 The points the commit path offers:
 
 - ``commit.before_write``: the data files are written, the commit file is not.
-- ``commit.partial_write`` / ``log_store.partial_write``: the commit's temporary file is half
-  written.
+- ``commit.partial_write`` / ``log_store.partial_write``: the commit's unnamed (or temporary)
+  file is half written.
 - ``commit.after_link`` / ``log_store.after_link``: the commit is linked into place, the
   directory is not yet synced.
 - ``commit.after_write``: the commit is published, the writer has not yet been told.
@@ -34,6 +34,11 @@ from contextvars import ContextVar
 
 _counts: dict[str, int] = {}
 _scope: ContextVar[str | None] = ContextVar("deltatx_fault_scope", default=None)
+
+
+def faults_armed() -> bool:
+    """Whether the environment arms any fault point (for code that must shape its I/O to one)."""
+    return bool(os.environ.get("DELTATX_FAULT"))
 
 
 def fault_point(name: str) -> None:

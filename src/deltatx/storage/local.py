@@ -1,9 +1,14 @@
 """The local filesystem LogStore.
 
-Write-if-absent writes a temporary file next to the target, fsyncs it, then ``os.link``s it to
-the target name: the link fails if the target exists, which is the atomic exclusion, and a
-reader can never observe a half-written commit. The directory is fsynced so the new name
-survives a crash.
+Write-if-absent fills a file that has no name yet, fsyncs it, then links it to the target name:
+the link fails if the target exists, which is the atomic exclusion, and a reader can never
+observe a half-written commit. The directory is fsynced so the new name survives a crash.
+
+On Linux the unnamed file is an ``O_TMPFILE`` opened in the target's directory and linked by its
+``/proc/self/fd`` entry: four system calls (open, write, link, close), and a crash leaves
+nothing behind. Where the kernel, the file system or ``/proc`` cannot do that, and for
+overwrites, the file is a hidden temporary name next to the target, linked (or renamed) into
+place and then unlinked.
 
 Paths are canonical local paths (see :class:`deltatx.storage.location.Location`, which turns
 table URIs and log paths into them).
@@ -12,19 +17,40 @@ table URIs and log paths into them).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
 
-from deltatx.storage.faults import fault_point
+from deltatx.storage.faults import fault_point, faults_armed
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
 
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
+_TMPFILE = getattr(os, "O_TMPFILE", 0)
+# What open(O_TMPFILE) answers on a kernel or file system without unnamed files.
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL})
+# What linking a /proc/self/fd entry answers where /proc or the file system does not allow it.
+_NO_LINK_BY_FD = frozenset(
+    {errno.ENOENT, errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
+)
 
 
 def _write_all(fd: int, data: memoryview) -> None:
     while data:
         data = data[os.write(fd, data) :]
+
+
+def _fill(fd: int, data: bytes, *, fsync: bool) -> None:
+    view = memoryview(data)
+    # A crash test armed at the partial-write point needs a truly half-written file on disk;
+    # otherwise the whole file goes in one call.
+    half = len(view) // 2 if faults_armed() else len(view)
+    _write_all(fd, view[:half])
+    fault_point("log_store.partial_write")
+    _write_all(fd, view[half:])
+    if fsync:
+        os.fsync(fd)
 
 
 def _fsync_dir(directory: str) -> None:
@@ -41,6 +67,8 @@ class LocalLogStore:
     def __init__(self, *, fsync: bool = True) -> None:
         """Creates a store; ``fsync=False`` trades durability for speed (tests, benchmarks)."""
         self._fsync = fsync
+        # Cleared for good the first time a directory refuses unnamed files or their linking.
+        self._unnamed = bool(_TMPFILE) and os.path.isdir("/proc/self/fd")
 
     def read(self, path: str) -> bytes:
         """The whole file; ``FileNotFoundError`` if absent."""
@@ -49,41 +77,79 @@ class LocalLogStore:
 
     def write(self, path: str, data: bytes, *, overwrite: bool = False) -> None:
         """Writes a whole file atomically; without ``overwrite`` only if it is absent."""
-        target = path
-        directory = os.path.dirname(target) or "."
-        tmp = os.path.join(directory, f".{os.path.basename(target)}.{os.urandom(8).hex()}.tmp")
+        directory = os.path.dirname(path) or "."
+        if not overwrite and self._unnamed and self._write_unnamed(path, directory, data):
+            return
+        self._write_named(path, directory, data, overwrite=overwrite)
+
+    def _write_unnamed(self, path: str, directory: str, data: bytes) -> bool:
+        """Write-if-absent through an unnamed file; False where this system cannot link one."""
+        fd = self._open_unnamed(directory)
+        if fd is None:
+            return False
+        try:
+            _fill(fd, data, fsync=self._fsync)
+            try:
+                # An absolute source makes linkat ignore src_dir_fd; passing one is what makes
+                # os.link call linkat with AT_SYMLINK_FOLLOW, which links the file the /proc
+                # entry points at rather than the entry itself.
+                os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=fd, follow_symlinks=True)
+            except FileExistsError:
+                raise FileAlreadyExistsError(path) from None
+            except OSError as exc:
+                if exc.errno not in _NO_LINK_BY_FD:
+                    raise
+                # Nothing was published: the unnamed file goes with its descriptor.
+                self._unnamed = False
+                return False
+        finally:
+            os.close(fd)
+        self._after_link(directory)
+        return True
+
+    def _open_unnamed(self, directory: str) -> int | None:
+        """An unnamed file in ``directory``, or None where the file system has none."""
+        try:
+            try:
+                return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666)
+            except FileNotFoundError:
+                # The directory is created on first need: a commit then costs no extra calls.
+                os.makedirs(directory, exist_ok=True)
+                return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666)
+        except OSError as exc:
+            if exc.errno not in _NO_TMPFILE:
+                raise
+            self._unnamed = False
+            return None
+
+    def _write_named(self, path: str, directory: str, data: bytes, *, overwrite: bool) -> None:
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(8).hex()}.tmp")
         try:
             try:
                 fd = os.open(tmp, _CREATE, 0o666)
             except FileNotFoundError:
-                # The directory is created on first need: a commit then costs no extra calls.
                 os.makedirs(directory, exist_ok=True)
                 fd = os.open(tmp, _CREATE, 0o666)
             try:
-                # Written in two halves, so that a crash armed at the partial-write point
-                # leaves a truly half-written temporary file on disk.
-                view = memoryview(data)
-                half = len(view) // 2
-                _write_all(fd, view[:half])
-                fault_point("log_store.partial_write")
-                _write_all(fd, view[half:])
-                if self._fsync:
-                    os.fsync(fd)
+                _fill(fd, data, fsync=self._fsync)
             finally:
                 os.close(fd)
             if overwrite:
-                os.replace(tmp, target)
+                os.replace(tmp, path)
             else:
                 try:
-                    os.link(tmp, target)
+                    os.link(tmp, path)
                 except FileExistsError:
-                    raise FileAlreadyExistsError(target) from None
-            fault_point("log_store.after_link")
-            if self._fsync:
-                _fsync_dir(directory)
+                    raise FileAlreadyExistsError(path) from None
+            self._after_link(directory)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+
+    def _after_link(self, directory: str) -> None:
+        fault_point("log_store.after_link")
+        if self._fsync:
+            _fsync_dir(directory)
 
     def list_from(self, directory: str, start_name: str = "") -> list[FileStatus]:
         """Files directly in ``directory`` sorted by name, from ``start_name`` on."""

@@ -212,9 +212,27 @@ def test_plain_paths_accepted_at_once_lie_below_the_root(path: str) -> None:
     check_data_path(path, root=ROOT)
 
 
-@pytest.mark.parametrize("path", ["_delta_log/x.parquet", "a/./b", "a/../b", ".x", "a..b/c"])
+@pytest.mark.parametrize(
+    "path", ["_delta_log/x.parquet", "_delta_log", "a/./b", "a/../b", ".x", "a..b/c"]
+)
 def test_paths_outside_the_shortcut_take_the_full_check(path: str) -> None:
-    assert not _PLAIN_RELATIVE.fullmatch(path) or path.startswith("_delta_log")
+    assert not _PLAIN_RELATIVE.fullmatch(path)
     if path.startswith("_delta_log"):
         with pytest.raises(InvalidArgumentError, match="_delta_log"):
             check_data_path(path, root=ROOT)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(["_delta_log", "_delta_logs", "_delta_log.x", "x", ".", ""])))
+def test_the_shortcut_never_accepts_a_path_in_the_log_directory(parts: list[str]) -> None:
+    """The shortcut and the full check agree on paths whose segments are near the log dir."""
+    path = "/".join(parts)
+    try:
+        check_data_path(path, root=ROOT)
+        accepted = True
+    except InvalidArgumentError:
+        accepted = False
+    if _PLAIN_RELATIVE.fullmatch(path):
+        assert accepted
+    if parts and parts[0] == "_delta_log":
+        assert not accepted and not _PLAIN_RELATIVE.fullmatch(path)

@@ -1,4 +1,8 @@
-"""One contract suite for every LogStore: the local filesystem and the in-memory store."""
+"""One contract suite for every LogStore: the local filesystem and the in-memory store.
+
+The local store runs twice: as it is here, and as it is where the kernel has no unnamed files
+(``O_TMPFILE``), which makes it use hidden temporary names.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from deltatx.storage import LocalLogStore, LogStore, MemoryLogStore
+from deltatx.storage import LocalLogStore, LogStore, MemoryLogStore, local
 from deltatx.storage.log_store import FileAlreadyExistsError
 
 
-@pytest.fixture(params=["local", "memory"])
-def store_and_root(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[LogStore, str]:
-    if request.param == "local":
+@pytest.fixture(params=["local", "local-named", "memory"])
+def store_and_root(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[LogStore, str]:
+    if request.param == "local-named":
+        monkeypatch.setattr(local, "_TMPFILE", 0)
+    if request.param.startswith("local"):
         return LocalLogStore(), str(tmp_path / "root")
     return MemoryLogStore(), "/mem/root"
 

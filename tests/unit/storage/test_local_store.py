@@ -1,0 +1,159 @@
+"""The local store's own behaviour: unnamed files where Linux has them, hidden names elsewhere."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltatx.storage import LocalLogStore, local
+from deltatx.storage.log_store import FileAlreadyExistsError
+
+needs_tmpfile = pytest.mark.skipif(
+    not getattr(os, "O_TMPFILE", 0) or not os.path.isdir("/proc/self/fd"),
+    reason="the kernel has no unnamed files (O_TMPFILE) or /proc is not mounted",
+)
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, name: str, calls: list[Any]) -> Callable[..., Any]:
+    real = getattr(os, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, name, spy)
+    return real
+
+
+@needs_tmpfile
+def test_write_if_absent_links_an_unnamed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[Any] = []
+    linked: list[Any] = []
+    _spy(monkeypatch, "open", opened)
+    _spy(monkeypatch, "link", linked)
+    store = LocalLogStore(fsync=True)
+    log = tmp_path / "_delta_log"
+    store.write(f"{log}/00000000000000000000.json", b"first\n")
+    with pytest.raises(FileAlreadyExistsError):
+        store.write(f"{log}/00000000000000000000.json", b"second\n")
+    assert (log / "00000000000000000000.json").read_bytes() == b"first\n"
+    assert opened[0][1] & os.O_TMPFILE == os.O_TMPFILE
+    assert not any(str(args[0]).endswith(".tmp") for args in opened)
+    assert [str(src).startswith("/proc/self/fd/") for src, _ in linked] == [True, True]
+    assert os.listdir(log) == ["00000000000000000000.json"]
+
+
+@pytest.mark.parametrize("unnamed", [True, False])
+def test_no_temporary_name_is_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unnamed: bool
+) -> None:
+    if not unnamed:
+        monkeypatch.setattr(local, "_TMPFILE", 0)
+    store = LocalLogStore(fsync=False)
+    store.write(f"{tmp_path}/a.json", b"a")
+    store.write(f"{tmp_path}/_last_checkpoint", b"1", overwrite=True)
+    store.write(f"{tmp_path}/_last_checkpoint", b"2", overwrite=True)
+    with pytest.raises(FileAlreadyExistsError):
+        store.write(f"{tmp_path}/a.json", b"b")
+    assert sorted(os.listdir(tmp_path)) == ["_last_checkpoint", "a.json"]
+    assert (tmp_path / "_last_checkpoint").read_bytes() == b"2"
+
+
+@needs_tmpfile
+def test_a_file_system_without_unnamed_files_falls_back_to_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = os.open
+    refused: list[str] = []
+
+    def no_tmpfile(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            refused.append(path)
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP), path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    store = LocalLogStore(fsync=True)
+    store.write(f"{tmp_path}/log/0.json", b"zero")
+    store.write(f"{tmp_path}/log/1.json", b"one")
+    with pytest.raises(FileAlreadyExistsError):
+        store.write(f"{tmp_path}/log/1.json", b"again")
+    assert refused == [f"{tmp_path}/log"]  # asked once, then the store stops asking
+    assert sorted(os.listdir(tmp_path / "log")) == ["0.json", "1.json"]
+    assert (tmp_path / "log" / "1.json").read_bytes() == b"one"
+
+
+@needs_tmpfile
+def test_a_system_that_cannot_link_a_proc_entry_falls_back_to_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_link = os.link
+    refused: list[str] = []
+
+    def no_proc(src: str, dst: str, **kwargs: Any) -> None:
+        if str(src).startswith("/proc/"):
+            refused.append(dst)
+            raise OSError(errno.ENOENT, os.strerror(errno.ENOENT), src)
+        real_link(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "link", no_proc)
+    store = LocalLogStore(fsync=False)
+    store.write(f"{tmp_path}/0.json", b"zero")
+    store.write(f"{tmp_path}/1.json", b"one")
+    with pytest.raises(FileAlreadyExistsError):
+        store.write(f"{tmp_path}/1.json", b"again")
+    assert refused == [f"{tmp_path}/0.json"]
+    assert sorted(os.listdir(tmp_path)) == ["0.json", "1.json"]
+    assert (tmp_path / "0.json").read_bytes() == b"zero"
+
+
+def test_other_errors_of_the_unnamed_open_are_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = os.open
+
+    def read_only(path: str, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(OSError) as raised:
+        LocalLogStore().write(f"{tmp_path}/0.json", b"x")
+    assert raised.value.errno == errno.EROFS
+    assert os.listdir(tmp_path) == []
+
+
+_CRASH = """
+import sys
+from deltatx.storage import LocalLogStore, local
+if sys.argv[2] == "named":
+    local._TMPFILE = 0
+LocalLogStore().write(sys.argv[1] + "/00000000000000000000.json", b"x" * 100_000)
+"""
+
+
+@pytest.mark.parametrize("unnamed", [True, False])
+def test_a_crash_half_way_never_publishes_the_file(tmp_path: Path, unnamed: bool) -> None:
+    env = {**os.environ, "DELTATX_FAULT": "log_store.partial_write"}
+    mode = "unnamed" if unnamed else "named"
+    run = subprocess.run([sys.executable, "-c", _CRASH, str(tmp_path), mode], env=env, check=False)
+    assert run.returncode == -signal.SIGKILL
+    left = os.listdir(tmp_path)
+    assert "00000000000000000000.json" not in left
+    if unnamed and local._TMPFILE:
+        assert left == []  # the unnamed file died with the process
+    else:
+        [tmp] = left
+        assert tmp.startswith(".00000000000000000000.json.")
+        assert os.path.getsize(tmp_path / tmp) == 50_000
