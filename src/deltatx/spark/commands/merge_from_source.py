@@ -141,6 +141,7 @@ def stage_source_driven(
     ):
         local = None
     cached = local is None
+    new_versions: DataFrame | None = None
     if cached:
         src = src.persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -174,6 +175,12 @@ def stage_source_driven(
                 pc.invert(pc.is_in(table.column(SOURCE_ROW), value_set=found.source_rows))
             )
             unmatched: DataFrame | None = local.frame(spark, rest) if inserts else None
+            action = _matched_index(clauses)
+            if use_dvs and action in updates:
+                # With deletion vectors the touched files are not rewritten: when the update
+                # takes every column from the source, its rows need no target row either.
+                versions = local.frame(spark, table.take(pairs.column(arrow_join.SOURCE_ROW)))
+                new_versions = _from_source_alone(versions, schema, clauses, source.columns, action)
         else:
             target = read_addressed(spark, txn, candidates).alias(target_alias)
             matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
@@ -199,19 +206,25 @@ def stage_source_driven(
         added: list[AddFile] = []
         if touched or unmatched is not None:
             step("writing")
-            rewritten = _rewritten_rows(
-                spark,
-                txn,
-                [candidates[i] for i in sorted(touched)],
-                src,
-                on=on,
-                target_alias=target_alias,
-                matched_action=matched_action,
-                matched_out=matched_out,
-                keep=sorted(updates) if use_dvs else None,
-                dropped=sorted(deletes),
-                inserted=unmatched.select(*insert_out) if unmatched is not None else None,
+            rewritten = (
+                new_versions
+                if new_versions is not None
+                else _rewritten_rows(
+                    spark,
+                    txn,
+                    [candidates[i] for i in sorted(touched)],
+                    src,
+                    on=on,
+                    target_alias=target_alias,
+                    matched_action=matched_action,
+                    matched_out=matched_out,
+                    keep=sorted(updates) if use_dvs else None,
+                    dropped=sorted(deletes),
+                    inserted=unmatched.select(*insert_out) if unmatched is not None else None,
+                )
             )
+            if new_versions is not None and unmatched is not None:
+                rewritten = rewritten.unionByName(unmatched.select(*insert_out))
             added = write_data(txn, rewritten, recompute_generated=True)
         # What was written beyond the changed and copied rows was inserted; without row counts
         # in the statistics, the unmatched source rows are counted.
@@ -296,6 +309,32 @@ def _resolves(
     except Exception:
         return False
     return True
+
+
+def _from_source_alone(
+    versions: DataFrame,
+    schema: StructType,
+    clauses: Sequence[MergeClause],
+    source_columns: Sequence[str],
+    action: int,
+) -> DataFrame | None:
+    """The new versions of the updated rows built from their source rows alone, or None.
+
+    None unless the update clause sets every column from expressions that resolve on the
+    source without the target (a target column would not resolve there).
+    """
+    clause = clauses[action]
+    names = {c.lower() for c in source_columns}
+    assigned = names if clause.assignments is None else {n.lower() for n in clause.assignments}
+    if any(f.name.lower() not in assigned for f in schema.fields):
+        return None
+    out = output_columns(schema, clauses, source_columns, None, only={action})
+    rows = versions.withColumn(ACTION, F.lit(action)).select(*out)
+    try:
+        _ = rows.schema
+    except Exception:
+        return None
+    return rows
 
 
 _Range = tuple[str, object, object]
