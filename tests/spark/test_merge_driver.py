@@ -227,8 +227,44 @@ def test_merges_the_driver_cannot_decide_exactly_stay_in_spark(spark: SparkSessi
     assert _plan(as_int, "t.id = s.id", update) is None
     stamped = source.withColumn("at", F.current_timestamp()).alias("s")
     assert _plan(stamped, "t.id = s.id", update) is None
-    # A source whose estimated size is over the cap, or unknown.
-    big = spark.range(10**12).select(F.col("id"), F.lit("k").alias("k")).alias("s")
-    assert _plan(big, "t.id = s.id", update) is None
-    unknown = spark.createDataFrame([(1, "k1", 1.0, 1)], SCHEMA).alias("s")
-    assert _plan(unknown, "t.id = s.id", update) is None
+    # Spark's estimate of the source decides, without a job; a source it cannot size is
+    # cached and counted first.
+    assert merge_driver_source.fits(None, merge_driver_source.source_size(source))
+    big = spark.range(10**12).select(F.col("id"), F.lit("k").alias("k"))
+    assert not merge_driver_source.fits(None, merge_driver_source.source_size(big))
+    unknown = spark.createDataFrame([(1, "k1", 1.0, 1)], SCHEMA)
+    assert merge_driver_source.source_size(unknown) is None
+    assert merge_driver_source.fits(10, 1000)
+    assert not merge_driver_source.fits(merge_driver_source.DRIVER_SOURCE_ROWS + 1, 1000)
+
+
+def test_a_source_spark_cannot_size_is_counted_then_matched_on_the_driver(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _target(spark, tmp_path, dv=True)
+    dt = DeltaTable.for_path(spark, str(tmp_path))
+    calls = _spy(monkeypatch)
+    source = spark.createDataFrame([(1, "x", 1.0, 1), (1000, "y", 2.0, 2)], SCHEMA)
+    m = (
+        dt.alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert calls == [True]
+    assert (m.num_source_rows, m.num_target_rows_updated, m.num_target_rows_inserted) == (2, 1, 1)
+    got = {r.id: (r.k, r.v, r.n) for r in dt.to_df().filter("id IN (1, 1000)").collect()}
+    assert got == {1: ("x", 1.0, 1), 1000: ("y", 2.0, 2)}
+    # Over the row cap, the same merge stays in Spark.
+    monkeypatch.setattr(merge_driver_source, "DRIVER_SOURCE_ROWS", 1)
+    again = spark.createDataFrame([(2, "x", 1.0, 1), (1001, "y", 2.0, 2)], SCHEMA)
+    m = (
+        dt.alias("t")
+        .merge(again.alias("s"), "t.id = s.id")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    assert calls == [True]
+    assert (m.num_target_rows_updated, m.num_target_rows_inserted) == (1, 1)

@@ -3,8 +3,9 @@
 When the ON condition is key equalities alone (``t.id = s.id AND ...``) on integral or string
 columns typed alike on both sides, no matched clause has a condition, and Spark's estimate
 of the source stays under :data:`DRIVER_SOURCE_BYTES`, one ``toArrow`` job brings the source
-to the driver. Its row count and key range then cost nothing, the candidate files' key
-columns are joined with its keys in pyarrow
+to the driver. (A source Spark cannot size, such as rows from a Python list, is cached and
+counted first, and comes to the driver if it then fits.) Its row count and key range then
+cost nothing, the candidate files' key columns are joined with its keys in pyarrow
 (:mod:`deltatx.log.row_level.arrow_join`), and the write reads the rows back from the
 driver's copy, which also keeps both passes on the same source rows. Anything else leaves
 the MERGE to Spark.
@@ -30,6 +31,9 @@ from deltatx.spark.schema import quote_column
 
 DRIVER_SOURCE_BYTES = 256 << 20
 """Largest source (Spark's size estimate, in bytes) a MERGE collects to the driver."""
+DRIVER_SOURCE_ROWS = 1_000_000
+"""Most rows of a source Spark could not size beforehand that a MERGE collects."""
+_UNKNOWN = 2**63 - 1
 
 # Types whose values come back from Arrow exactly as Spark holds them.
 _EXACT_TYPES = (
@@ -123,8 +127,6 @@ def plan_driver_source(
         if data_type != target_types[target] or data_type.simpleString() not in _KEY_TYPES:
             return None
         keys.append((target, found[0].name))
-    if not _small(source):
-        return None
     return DriverSource(
         schema=T.StructType([*fields, T.StructField(row_id, T.LongType(), False)]),
         alias=pairs[0][1],
@@ -139,12 +141,19 @@ def _exact(data_type: T.DataType) -> bool:
     return isinstance(data_type, _EXACT_TYPES)
 
 
-def _small(source: DataFrame) -> bool:
-    """Whether Spark's estimate of the source's size (no job) is within the cap."""
+def source_size(source: DataFrame) -> int | None:
+    """Spark's estimate of the source's size in bytes (no job), None when it has none."""
     try:
         size = source._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
-        # py4j hands a Scala BigInt over as a Python int; older bridges as an object.
-        value = size if isinstance(size, int) else int(str(size.toString()))
-        return value <= DRIVER_SOURCE_BYTES
     except Exception:
-        return False  # no estimate (another kind of session): Spark does the work
+        return None  # another kind of session: no estimate
+    # py4j hands a Scala BigInt over as a Python int; older bridges as an object.
+    value = size if isinstance(size, int) else int(str(size.toString()))
+    # Spark's "unknown" is its default size, the largest long.
+    return None if value >= _UNKNOWN else value
+
+
+def fits(rows: int | None, size: int | None) -> bool:
+    """Whether a source of ``size`` bytes (``rows`` rows, if counted) may come to the driver."""
+    within = rows is None or rows <= DRIVER_SOURCE_ROWS
+    return size is not None and size <= DRIVER_SOURCE_BYTES and within

@@ -2,7 +2,8 @@
 
 Only target rows a source row matches can change, so the target is read only where the
 source's join keys reach (file statistics against the keys' range) and joined with the source
-in one pass that keeps the matched pairs.
+in one pass that keeps the matched pairs. A small source on key equalities is matched on the
+driver instead (:mod:`deltatx.spark.commands.merge_driver_source`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,11 @@ from deltatx.spark.commands.merge_clauses import (
     output_columns,
     source_column,
 )
-from deltatx.spark.commands.merge_driver_source import plan_driver_source
+from deltatx.spark.commands.merge_driver_source import (
+    fits,
+    plan_driver_source,
+    source_size,
+)
 from deltatx.spark.commands.rewrite import (
     FILE_INDEX_COLUMN,
     ROW_INDEX_COLUMN,
@@ -140,13 +145,18 @@ def stage_source_driven(
         local.frame(spark), empty, on, matched_action, matched_out, insert_action, insert_out
     ):
         local = None
-    cached = local is None
+    # A source Spark cannot size (rows from a Python list) is cached and sized first.
+    size = source_size(source) if local is not None else None
+    if size is not None and not fits(None, size):
+        local = None
+    persisted = None if local is not None and size is not None else src
     new_versions: DataFrame | None = None
-    if cached:
-        src = src.persist(StorageLevel.MEMORY_AND_DISK)
+    if persisted is not None:
+        src = persisted = persisted.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         step("scanning")
-        if local is not None:
+        if persisted is None:
+            assert local is not None
             # One job brings the source to the driver: its count and key range are free.
             table = local.collect(source)
             src = F.broadcast(local.frame(spark, table))
@@ -154,6 +164,12 @@ def stage_source_driven(
             ranges = [(name, *_min_max(table.column(c))) for name, c in local.keys]
         else:
             num_source_rows, ranges = _summary(src, keys)
+            cached_size = source_size(persisted)
+            if local is not None and fits(num_source_rows, cached_size):
+                table = local.collect(persisted.select(*map(quote_column, source.columns)))
+                src = F.broadcast(local.frame(spark, table))
+            else:
+                local = None
         candidates = _in_key_range(txn, predicate, ranges)
         pairs = (
             key_matches(
@@ -240,8 +256,8 @@ def stage_source_driven(
             num_inserted = unmatched.count()
             copied = sum(n or 0 for n in written) - num_updated - num_inserted
     finally:
-        if cached:
-            src.unpersist()
+        if persisted is not None:
+            persisted.unpersist()
     dvs_added = dvs_removed = 0
     if use_dvs:
         dv_changes = mark_deleted(txn, candidates, changed)
