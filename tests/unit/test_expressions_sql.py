@@ -28,6 +28,7 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.schema import ArrayType, PrimitiveType, StructField, StructType
 from deltatx.spark.expressions import (
     column_sql_text,
+    merge_equi_keys,
     merge_key_pairs,
     merge_target_predicate,
     parse_condition,
@@ -261,3 +262,24 @@ def test_deterministic_conditions_keep_row_level_concurrency(sql: str) -> None:
 def test_merge_key_pairs(on: str, expected: list[tuple[str, str]]) -> None:
     """The key equalities whose source range can bound the target rows a MERGE touches."""
     assert merge_key_pairs(on, schema=SCHEMA, target_alias="t") == expected
+
+
+@pytest.mark.parametrize(
+    ("on", "expected"),
+    [
+        ("t.id = s.id", [("id", "s", "id")]),
+        (
+            "(s.user_id = t.USER_ID) AND t.date = src.d",
+            [("user_id", "s", "user_id"), ("date", "src", "d")],
+        ),
+        # Any other conjunct, even on the target alone, leaves the MERGE to Spark.
+        ("t.id = s.id AND t.date = '2024-01-01'", None),
+        ("t.id = s.id + 1", None),
+        ("t.id = s.id OR t.v = s.v", None),
+        ("t.id = info.a", None),
+        ("t.id <=> s.id", None),
+    ],
+)
+def test_merge_equi_keys(on: str, expected: list[tuple[str, str, str]] | None) -> None:
+    """An ON condition made of key equalities alone, as (target, source alias, source column)."""
+    assert merge_equi_keys(on, schema=SCHEMA, target_alias="t") == expected

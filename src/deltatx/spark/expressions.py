@@ -196,6 +196,45 @@ def merge_key_pairs(
     return pairs
 
 
+def merge_equi_keys(
+    condition: str, *, schema: StructType, target_alias: str
+) -> list[tuple[str, str, str]] | None:
+    """The key pairs of a MERGE ON condition made of ``target.column = source.column`` alone.
+
+    Returns:
+        (target column as the schema spells it, source qualifier, source column) per
+        conjunct, or None when some conjunct is anything else (or a column is nested).
+
+    Raises:
+        InvalidConditionError: The condition does not parse.
+    """
+    tree = _Translator(condition, schema, (target_alias,)).parse()
+    target = target_alias.lower()
+    pairs: list[tuple[str, str, str]] = []
+    for conj in _conjuncts(tree):
+        found = None
+        if isinstance(conj, exp.EQ):
+            for t, s in ((conj.this, conj.expression), (conj.expression, conj.this)):
+                if not (isinstance(t, exp.Column) and isinstance(s, exp.Column)):
+                    continue
+                field = schema.get(t.name)
+                if (
+                    field is not None
+                    and t.table.lower() == target
+                    and t.args.get("db") is None
+                    and s.table
+                    and s.table.lower() != target
+                    and s.args.get("db") is None
+                    and schema.get(s.table) is None
+                ):
+                    found = (field.name, str(s.table), str(s.name))
+                    break
+        if found is None:
+            return None
+        pairs.append(found)
+    return pairs
+
+
 def condition_qualifiers(condition: str, *, schema: StructType) -> tuple[str, ...]:
     """The table aliases a condition qualifies columns with (``t`` in ``t.country = 'DE'``).
 

@@ -2,7 +2,8 @@
 
 Only target rows a source row matches can change, so the target is read only where the
 source's join keys reach (file statistics against the keys' range) and joined with the source
-in one pass that keeps the matched pairs.
+in one pass that keeps the matched pairs. A small source on key equalities is matched on the
+driver instead (:mod:`deltatx.spark.commands.merge_driver_source`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
@@ -34,6 +36,8 @@ from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.metrics import MergeMetrics
 from deltatx.kernel.operations import OperationName
 from deltatx.kernel.schema import StructType
+from deltatx.log.row_level import arrow_join
+from deltatx.log.row_level.arrow_join import key_matches
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
 from deltatx.spark.commands.common import (
@@ -55,6 +59,11 @@ from deltatx.spark.commands.merge_clauses import (
     merge_parameters,
     output_columns,
     source_column,
+)
+from deltatx.spark.commands.merge_driver_source import (
+    fits,
+    plan_driver_source,
+    source_size,
 )
 from deltatx.spark.commands.rewrite import (
     FILE_INDEX_COLUMN,
@@ -124,54 +133,86 @@ def stage_source_driven(
         and matched_clauses[0].condition is None
     )
     use_dvs = txn.configuration.deletion_vectors_enabled
-    src = src.persist(StorageLevel.MEMORY_AND_DISK)
+    local = plan_driver_source(
+        source,
+        condition,
+        schema=schema,
+        target_alias=target_alias,
+        clauses=clauses,
+        row_id=SOURCE_ROW,
+    )
+    if local is not None and not _resolves(
+        local.frame(spark), empty, on, matched_action, matched_out, insert_action, insert_out
+    ):
+        local = None
+    # A source Spark cannot size (rows from a Python list) is cached and sized first.
+    size = source_size(source) if local is not None else None
+    if size is not None and not fits(None, size):
+        local = None
+    persisted = None if local is not None and size is not None else src
+    new_versions: DataFrame | None = None
+    if persisted is not None:
+        src = persisted = persisted.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         step("scanning")
-        # One task over the cached source aggregates it without a shuffle (and its job).
-        summary = (
-            src.coalesce(1)
-            .agg(
-                F.count(F.lit(1)).alias("rows"),
-                *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
-                *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
+        if persisted is None:
+            assert local is not None
+            # One job brings the source to the driver: its count and key range are free.
+            table = local.collect(source)
+            src = F.broadcast(local.frame(spark, table))
+            num_source_rows = table.num_rows
+            ranges = [(name, *_min_max(table.column(c))) for name, c in local.keys]
+        else:
+            num_source_rows, ranges = _summary(src, keys)
+            cached_size = source_size(persisted)
+            if local is not None and fits(num_source_rows, cached_size):
+                table = local.collect(persisted.select(*map(quote_column, source.columns)))
+                src = F.broadcast(local.frame(spark, table))
+            else:
+                local = None
+        candidates = _in_key_range(txn, predicate, ranges)
+        pairs = (
+            key_matches(
+                txn.log.location,
+                candidates,
+                schema,
+                [name for name, _ in local.keys],
+                [table.column(c) for _, c in local.keys],
+                column_mapping=txn.configuration.column_mapping_mode,
             )
-            .collect()[0]
+            if local is not None
+            else None
         )
-        num_source_rows = int(summary["rows"])
-        # The transaction records the ON condition's target conjuncts as its read, as
-        # documented (a MERGE on join keys alone may conflict with writes anywhere); the key
-        # range only spares reading files that cannot hold a match.
-        reach: list[Expression] = []
-        for i, (name, _) in enumerate(keys):
-            lo, hi = summary[f"lo{i}"], summary[f"hi{i}"]
-            if lo is not None and hi is not None:
-                reach.append(Comparison(ComparisonOp.GE, KernelColumn(name), Literal(lo)))
-                reach.append(Comparison(ComparisonOp.LE, KernelColumn(name), Literal(hi)))
-        candidates = txn.scan(None if predicate == TRUE else predicate)
-        if reach:
-            in_range = FilePredicate(
-                and_(*reach), schema=schema, partition_columns=txn.partition_columns
+        if local is not None and pairs is not None:
+            found = _Matches.of(_addressed(pairs, _matched_index(clauses)))
+            # Only the matched source rows meet the touched files again; the rest are inserts.
+            src = F.broadcast(local.frame(spark, table.take(found.source_rows)))
+            rest = table.filter(
+                pc.invert(pc.is_in(table.column(SOURCE_ROW), value_set=found.source_rows))
             )
-            keep = in_range.matches(candidates)
-            candidates = [f for f, k in zip(candidates, keep, strict=True) if k]
-        target = read_addressed(spark, txn, candidates).alias(target_alias)
-        matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
-        # Three longs per matched pair reach the driver (as many as the deletion vectors need
-        # anyway); counting, the ambiguity check and the touched files then cost no shuffle.
-        found = _Matches.of(
-            matched.select(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, ACTION, SOURCE_ROW).toArrow()
-        )
+            unmatched: DataFrame | None = local.frame(spark, rest) if inserts else None
+            action = _matched_index(clauses)
+            if use_dvs and action in updates:
+                # With deletion vectors the touched files are not rewritten: when the update
+                # takes every column from the source, its rows need no target row either.
+                versions = local.frame(spark, table.take(pairs.column(arrow_join.SOURCE_ROW)))
+                new_versions = _from_source_alone(versions, schema, clauses, source.columns, action)
+        else:
+            target = read_addressed(spark, txn, candidates).alias(target_alias)
+            matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
+            # Three longs per matched pair reach the driver (as many as the deletion vectors
+            # need anyway); counting, the ambiguity check and the touched files then cost no
+            # shuffle.
+            found = _Matches.of(
+                matched.select(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, ACTION, SOURCE_ROW).toArrow()
+            )
+            unmatched = _unmatched(spark, src, found.source_rows) if inserts else None
         if matched_clauses and not lone_delete and found.most > 1:
             raise InvalidArgumentError(AMBIGUOUS)
         per_action, touched = found.per_action, found.touched
         changed = found.changed if use_dvs else {}
-        unmatched = (
-            _unmatched(spark, src, found.source_rows)
-            .withColumn(ACTION, insert_action)
-            .filter(F.col(ACTION) != DROP)
-            if inserts
-            else None
-        )
+        if unmatched is not None:
+            unmatched = unmatched.withColumn(ACTION, insert_action).filter(F.col(ACTION) != DROP)
         num_updated = sum(per_action.get(i, 0) for i in updates)
         num_changed = sum(per_action.get(i, 0) for i in updates | deletes)
         copy_from = [] if use_dvs else sorted(touched)
@@ -181,19 +222,25 @@ def stage_source_driven(
         added: list[AddFile] = []
         if touched or unmatched is not None:
             step("writing")
-            rewritten = _rewritten_rows(
-                spark,
-                txn,
-                [candidates[i] for i in sorted(touched)],
-                src,
-                on=on,
-                target_alias=target_alias,
-                matched_action=matched_action,
-                matched_out=matched_out,
-                keep=sorted(updates) if use_dvs else None,
-                dropped=sorted(deletes),
-                inserted=unmatched.select(*insert_out) if unmatched is not None else None,
+            rewritten = (
+                new_versions
+                if new_versions is not None
+                else _rewritten_rows(
+                    spark,
+                    txn,
+                    [candidates[i] for i in sorted(touched)],
+                    src,
+                    on=on,
+                    target_alias=target_alias,
+                    matched_action=matched_action,
+                    matched_out=matched_out,
+                    keep=sorted(updates) if use_dvs else None,
+                    dropped=sorted(deletes),
+                    inserted=unmatched.select(*insert_out) if unmatched is not None else None,
+                )
             )
+            if new_versions is not None and unmatched is not None:
+                rewritten = rewritten.unionByName(unmatched.select(*insert_out))
             added = write_data(txn, rewritten, recompute_generated=True)
         # What was written beyond the changed and copied rows was inserted; without row counts
         # in the statistics, the unmatched source rows are counted.
@@ -209,7 +256,8 @@ def stage_source_driven(
             num_inserted = unmatched.count()
             copied = sum(n or 0 for n in written) - num_updated - num_inserted
     finally:
-        src.unpersist()
+        if persisted is not None:
+            persisted.unpersist()
     dvs_added = dvs_removed = 0
     if use_dvs:
         dv_changes = mark_deleted(txn, candidates, changed)
@@ -259,6 +307,113 @@ def _key_columns(
         if source_type == target_types[name] and source_type.simpleString() in _RANGE_KEY_TYPES:
             out.append((name, column))
     return out
+
+
+def _resolves(
+    src: DataFrame,
+    empty: DataFrame,
+    on: Column,
+    matched_action: Column,
+    matched_out: Sequence[Column],
+    insert_action: Column,
+    insert_out: Sequence[Column],
+) -> bool:
+    """Whether the merge's expressions resolve on ``src`` as on the source itself."""
+    try:
+        _ = empty.join(src, on=on).withColumn(ACTION, matched_action).select(*matched_out).schema
+        _ = src.withColumn(ACTION, insert_action).select(*insert_out).schema
+    except Exception:
+        return False
+    return True
+
+
+def _from_source_alone(
+    versions: DataFrame,
+    schema: StructType,
+    clauses: Sequence[MergeClause],
+    source_columns: Sequence[str],
+    action: int,
+) -> DataFrame | None:
+    """The new versions of the updated rows built from their source rows alone, or None.
+
+    None unless the update clause sets every column from expressions that resolve on the
+    source without the target (a target column would not resolve there).
+    """
+    clause = clauses[action]
+    names = {c.lower() for c in source_columns}
+    assigned = names if clause.assignments is None else {n.lower() for n in clause.assignments}
+    if any(f.name.lower() not in assigned for f in schema.fields):
+        return None
+    out = output_columns(schema, clauses, source_columns, None, only={action})
+    rows = versions.withColumn(ACTION, F.lit(action)).select(*out)
+    try:
+        _ = rows.schema
+    except Exception:
+        return None
+    return rows
+
+
+_Range = tuple[str, object, object]
+
+
+def _summary(src: DataFrame, keys: Sequence[tuple[str, Column]]) -> tuple[int, list[_Range]]:
+    """The source's row count and (target column, lowest, highest) of each key's values."""
+    # One task over the cached source aggregates it without a shuffle (and its job).
+    summary = (
+        src.coalesce(1)
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            *[F.min(c).alias(f"lo{i}") for i, (_, c) in enumerate(keys)],
+            *[F.max(c).alias(f"hi{i}") for i, (_, c) in enumerate(keys)],
+        )
+        .collect()[0]
+    )
+    ranges = [(name, summary[f"lo{i}"], summary[f"hi{i}"]) for i, (name, _) in enumerate(keys)]
+    return int(summary["rows"]), ranges
+
+
+def _min_max(values: pa.ChunkedArray) -> tuple[object, object]:
+    found = pc.min_max(values).as_py()
+    return found["min"], found["max"]
+
+
+def _in_key_range(
+    txn: OptimisticTransaction, predicate: Expression, ranges: Sequence[_Range]
+) -> list[AddFile]:
+    """The candidate files whose statistics admit a row in every key's source range."""
+    # The transaction records the ON condition's target conjuncts as its read, as
+    # documented (a MERGE on join keys alone may conflict with writes anywhere); the key
+    # range only spares reading files that cannot hold a match.
+    reach: list[Expression] = []
+    for name, lo, hi in ranges:
+        if lo is not None and hi is not None:
+            reach.append(Comparison(ComparisonOp.GE, KernelColumn(name), Literal(lo)))
+            reach.append(Comparison(ComparisonOp.LE, KernelColumn(name), Literal(hi)))
+    candidates = txn.scan(None if predicate == TRUE else predicate)
+    if not reach:
+        return candidates
+    in_range = FilePredicate(
+        and_(*reach), schema=txn.schema, partition_columns=txn.partition_columns
+    )
+    keep = in_range.matches(candidates)
+    return [f for f, k in zip(candidates, keep, strict=True) if k]
+
+
+def _matched_index(clauses: Sequence[MergeClause]) -> int:
+    """The clause every matched row takes when no matched clause has a condition."""
+    return next((i for i, c in enumerate(clauses) if c.kind.group == "matched"), COPY)
+
+
+def _addressed(pairs: pa.Table, action: int) -> pa.Table:
+    """The driver's matched pairs as the Spark join would have returned them."""
+    return pa.table(
+        {
+            FILE_INDEX_COLUMN: pairs.column(arrow_join.FILE),
+            ROW_INDEX_COLUMN: pairs.column(arrow_join.ROW),
+            ACTION: pa.array(np.full(pairs.num_rows, action, dtype=np.int32)),
+            SOURCE_ROW: pairs.column(arrow_join.SOURCE_ROW),
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)
