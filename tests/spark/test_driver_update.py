@@ -37,7 +37,7 @@ _SETS: Mapping[str, list[str]] = {
     "s": ["'z'", "NULL", "t", "'é ü'", "upper(s)", "CAST(n AS STRING)"],
     "t": ["s", "'long string past the thirty two characters of stats'"],
     "b": ["true", "NULL", "false", "NOT b", "b"],
-    "d": ["NULL", "d", "d + 1"],
+    "d": ["NULL", "d", "d + 1", "d * 0.1", "d - n", "1.5e3 - d", "0.1", "n + 0.5", "id * 3"],
     "day": ["NULL", "day", "DATE '2024-01-01'"],
     "p": ["'x'", "'q'", "NULL"],
 }
@@ -221,6 +221,7 @@ def test_driver_update_matches_the_spark_job(
         ("n = 3", {"n": "n + 1", "s": "'z'"}),
         ("s IS NULL", {"p": "'q'", "d": "NULL", "day": "day"}),
         ("b", {"sm": "sm + 1", "t": "s", "b": "false"}),
+        ("id < 40", {"d": "d + 1.0"}),
     ],
 )
 def test_simple_updates_run_no_spark_job(
@@ -249,7 +250,7 @@ def test_simple_updates_run_no_spark_job(
     [
         {"n": "n + 2147483647"},  # past INT for some rows: Spark wraps or fails
         {"s": "upper(s)"},
-        {"d": "d + 1"},
+        {"d": "n + 0.5"},  # decimal arithmetic, then a cast
         {"sm": "40000"},
     ],
 )
@@ -301,5 +302,14 @@ def test_translation_of_set_text() -> None:
         '{"name":"s","type":"string","nullable":true,"metadata":{}}]}'
     )
     assert translate_value("(n + 1) * -2", schema) is not None
-    for text in ["n / 2", "'a\\\\b'", '"x"', "'it''s'", "5L", "1.5", "s || 'a'", "abs(n)"]:
+    for text in [
+        "n / 2",
+        "'a\\\\b'",
+        '"x"',
+        "'it''s'",
+        "5L",
+        "0.1234567890123456",
+        "s || 'a'",
+        "abs(n)",
+    ]:
         assert translate_value(text, schema) is None, text

@@ -2,17 +2,20 @@
 
 Only values whose pyarrow result is provably Spark's are evaluated: NULL, literals and column
 references of the target column's own kind (integral, string, boolean), a column of exactly
-the target's type (any type, copied), and ``+``, ``-``, ``*`` over integral columns and
-literals. Spark's integer arithmetic wraps or fails on overflow (depending on ANSI mode) and
-its cast to the target type does the same, so a result is accepted only when no step can
-overflow: every intermediate value fits the narrowest type Spark could give that step, and
-every final value fits the target column. Anything else gives None and the caller runs Spark.
+the target's type (any type, copied), ``+``, ``-``, ``*`` over integral columns and
+literals, and for a DOUBLE column the same over doubles (one IEEE operation each, as in the
+JVM; a decimal literal next to a double becomes the nearest double, as in Spark). Spark's
+integer arithmetic wraps or fails on overflow (depending on ANSI mode) and its cast to the
+target type does the same, so a result is accepted only when no step can overflow: every
+intermediate value fits the narrowest type Spark could give that step, and every final value
+fits the target column. Anything else gives None and the caller runs Spark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 
 import pyarrow as pa
@@ -52,6 +55,13 @@ class Arithmetic:
 Value = Column | Literal | Arithmetic
 """A SET expression the driver may evaluate."""
 
+_DOUBLE_OPS: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
+    ArithmeticOp.ADD: pc.add,
+    ArithmeticOp.SUBTRACT: pc.subtract,
+    ArithmeticOp.MULTIPLY: pc.multiply,
+}
+# Integers up to 2**53 in magnitude convert to DOUBLE exactly (54 bits, sign included).
+_EXACT_DOUBLE_BITS = 54
 _CHECKED: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
     ArithmeticOp.ADD: pc.add_checked,
     ArithmeticOp.SUBTRACT: pc.subtract_checked,
@@ -89,6 +99,8 @@ def assigned_column(
             return integers.values.cast(_ARROW_INTEGRAL[bits])
         if name in _SIMPLE:
             return _simple(value, rows, schema, name)
+        if name == "double":
+            return _doubles(value, rows, schema)
     except _NotExact:
         return None
     return _copied(value, rows, schema, target)
@@ -151,6 +163,49 @@ def _integers(value: Value, rows: pa.Table, schema: StructType) -> _Integers:
             _check_fits(result, bits)
             return _Integers(result, bits)
     raise _NotExact
+
+
+def _doubles(value: Value, rows: pa.Table, schema: StructType) -> pa.Array:
+    """A DOUBLE value: IEEE arithmetic, as the JVM does it, once every operand is a double."""
+    match value:
+        case Literal(value=float() as v):
+            return pa.array([v] * rows.num_rows, type=pa.float64())
+        case Literal(value=Decimal() as v):
+            # Spark casts a decimal literal to DOUBLE next to a double: correctly rounded,
+            # as float() is, for the few digits the translator lets through. A decimal has
+            # no negative zero: -0.0 is 0.0.
+            number = float(v) if v else 0.0
+            return pa.array([number] * rows.num_rows, type=pa.float64())
+        case Column(name=name) if _fractional_column(name, schema):
+            return rows.column(name).combine_chunks().cast(pa.float64())
+        case Arithmetic(op=op, left=left, right=right) if _is_double(value, schema):
+            return _DOUBLE_OPS[op](_doubles(left, rows, schema), _doubles(right, rows, schema))
+    if _is_double(value, schema) or (
+        isinstance(value, Literal) and isinstance(value.value, Decimal)
+    ):
+        raise _NotExact
+    # An integral value (Spark computes it as integers, then casts): exact up to 2**53.
+    integers = _integers(value, rows, schema)
+    _check_fits(integers.values, _EXACT_DOUBLE_BITS)
+    return integers.values.cast(pa.float64())
+
+
+def _fractional_column(name: str, schema: StructType) -> bool:
+    field = schema.get(name)
+    # Not FLOAT: Spark adds a FLOAT and an integer in single precision.
+    return field is not None and field.type == PrimitiveType("double")
+
+
+def _is_double(value: Value, schema: StructType) -> bool:
+    """Whether Spark types ``value`` DOUBLE (a decimal next to integers stays a decimal)."""
+    match value:
+        case Literal(value=float()):
+            return True
+        case Column(name=name):
+            return _fractional_column(name, schema)
+        case Arithmetic(left=left, right=right):
+            return _is_double(left, schema) or _is_double(right, schema)
+    return False
 
 
 def _check_fits(values: pa.Array, bits: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import cast
 
 import numpy as np
@@ -51,6 +52,8 @@ DRIVER_UPDATE_BYTES = 256 << 20
 """Most bytes of touched rows (estimated from their files' sizes) rewritten on the driver."""
 
 _DIGITS = re.compile(r"^[0-9]+$")
+_DECIMAL = re.compile(r"^([0-9]*)\.([0-9]+)$")
+_DOUBLE = re.compile(r"^[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+$")
 _OPERATORS: Mapping[type[exp.Expression], ArithmeticOp] = {
     exp.Add: ArithmeticOp.ADD,
     exp.Sub: ArithmeticOp.SUBTRACT,
@@ -176,12 +179,11 @@ def _value(node: exp.Expression, schema: StructType) -> Value | None:
             return Literal(bool(node.this))
         case exp.Literal() if node.is_string:
             return Literal(str(node.this))
-        case exp.Literal() if _DIGITS.match(str(node.this)):
-            return Literal(int(str(node.this)))
-        case exp.Neg(this=exp.Literal() as inner) if not inner.is_string and _DIGITS.match(
-            str(inner.this)
-        ):
-            return Literal(-int(str(inner.this)))
+        case exp.Literal():
+            return _number(str(node.this))
+        case exp.Neg(this=exp.Literal() as inner) if not inner.is_string:
+            number = _number(str(inner.this))
+            return None if number is None else Literal(-number.value)
         case exp.Column():
             if node.table or node.args.get("db") is not None:
                 return None
@@ -196,6 +198,22 @@ def _value(node: exp.Expression, schema: StructType) -> Value | None:
     if left is None or right is None:
         return None
     return Arithmetic(op, left, right)
+
+
+def _number(text: str) -> Literal | None:
+    """A numeric literal as Spark types it: INT/BIGINT, DECIMAL, or DOUBLE (with an exponent).
+
+    Decimals keep to 15 significant digits and 15 decimal places, where Spark's conversion to
+    DOUBLE is correctly rounded; longer ones are left to Spark.
+    """
+    if _DIGITS.match(text):
+        return Literal(int(text))
+    if _DOUBLE.match(text):
+        return Literal(float(text))
+    match = _DECIMAL.match(text)
+    if match and len(match.group(1)) + len(match.group(2)) <= 15:
+        return Literal(Decimal(text))
+    return None
 
 
 def _updated(rows: pa.Table, values: Mapping[str, Value], schema: StructType) -> pa.Table | None:
