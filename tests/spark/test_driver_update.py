@@ -313,3 +313,14 @@ def test_translation_of_set_text() -> None:
         "abs(n)",
     ]:
         assert translate_value(text, schema) is None, text
+
+
+def test_a_table_mapping_columns_by_name_updates_on_the_driver(
+    spark: SparkSession, tmp_path: Path, spy: _Spy
+) -> None:
+    path = str(tmp_path / "mapped")
+    props = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}
+    deltatx.write(_data(spark, 0, 40), path, partition_by=["p"], properties=props)
+    DeltaTable.for_path(spark, path).delete("id % 7 = 0")
+    sets = {"n": "n * 2 + sm", "p": "'q'", "d": "d - 0.25"}
+    assert _update_both(spark, path, tmp_path, spy, "s IS NULL OR n = 1", sets)
