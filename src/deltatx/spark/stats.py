@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltatx.kernel.schema import DataType, PrimitiveType, StructType
@@ -25,7 +27,12 @@ _MAX_CHAR = "\U0010ffff"
 _MICROS_PER_UNIT = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0}
 
 
-def file_stats_json(metadata: pq.FileMetaData, data_schema: StructType) -> str:
+def file_stats_json(
+    metadata: pq.FileMetaData,
+    data_schema: StructType,
+    *,
+    nan_columns: Collection[tuple[str, ...]] = (),
+) -> str:
     """The ``stats`` JSON of a data file, from its Parquet footer alone.
 
     ``numRecords`` always; ``minValues``/``maxValues``/``nullCount`` for every primitive column
@@ -33,17 +40,41 @@ def file_stats_json(metadata: pq.FileMetaData, data_schema: StructType) -> str:
     columns, arrays and maps get no min/max. Bounds are never tighter than the data: strings
     are cut to 32 characters (a cut maximum ends with U+10FFFF so it stays an upper bound),
     timestamps are rounded outward to milliseconds.
+
+    Args:
+        metadata: The file's footer.
+        data_schema: The schema of the columns stored in the file (physical names).
+        nan_columns: Paths of floating point columns the writer saw a NaN in
+            (:func:`nan_columns_of`): they get no bounds, as Spark's own writer gives them.
+            pyarrow's footer bounds leave NaN out, yet Spark orders NaN above every number.
     """
     leaves = _leaf_columns(metadata)
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    _collect_struct(metadata, leaves, data_schema, (), mins, maxs, nulls)
+    _collect_struct(metadata, leaves, data_schema, (), mins, maxs, nulls, set(nan_columns))
     stats: dict[str, Any] = {"numRecords": metadata.num_rows}
     stats["minValues"] = mins
     stats["maxValues"] = maxs
     stats["nullCount"] = nulls
     return _to_json(stats)
+
+
+def nan_columns_of(data: pa.Table) -> set[tuple[str, ...]]:
+    """Paths of the floating point columns (nested in structs too) holding a NaN."""
+    out: set[tuple[str, ...]] = set()
+
+    def walk(array: pa.Array, path: tuple[str, ...]) -> None:
+        if pa.types.is_floating(array.type):
+            if pc.any(pc.is_nan(array)).as_py():
+                out.add(path)
+        elif pa.types.is_struct(array.type):
+            for i in range(array.type.num_fields):
+                walk(array.field(i), (*path, array.type.field(i).name))
+
+    for name, column in zip(data.column_names, data.columns, strict=True):
+        walk(column.combine_chunks(), (name,))
+    return out
 
 
 def _leaf_columns(metadata: pq.FileMetaData) -> dict[tuple[str, ...], int]:
@@ -94,6 +125,7 @@ def _collect_struct(
     mins: dict[str, Any],
     maxs: dict[str, Any],
     nulls: dict[str, Any],
+    unbounded: set[tuple[str, ...]],
 ) -> None:
     for field in struct.fields:
         path = (*prefix, field.name)
@@ -101,7 +133,9 @@ def _collect_struct(
             sub_min: dict[str, Any] = {}
             sub_max: dict[str, Any] = {}
             sub_null: dict[str, Any] = {}
-            _collect_struct(metadata, leaves, field.type, path, sub_min, sub_max, sub_null)
+            _collect_struct(
+                metadata, leaves, field.type, path, sub_min, sub_max, sub_null, unbounded
+            )
             for target, sub in ((mins, sub_min), (maxs, sub_max), (nulls, sub_null)):
                 if sub:
                     target[field.name] = sub
@@ -112,6 +146,8 @@ def _collect_struct(
         if index is None:
             continue
         low, high, null_count = _column_stats(metadata, index, field.type)
+        if path in unbounded:
+            low = high = None
         if null_count is not None:
             nulls[field.name] = null_count
         if low is not None and high is not None:

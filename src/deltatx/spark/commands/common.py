@@ -380,9 +380,15 @@ def empty_table_frame(spark: SparkSession, schema: StructType) -> DataFrame:
 
 
 def validate_condition(
-    spark: SparkSession, txn: OptimisticTransaction, condition: str | Column
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    condition: str | Column,
+    *,
+    frame: DataFrame | None = None,
 ) -> None:
     """Analyses a condition against the table schema before any file is written.
+
+    ``frame`` is an :func:`empty_table_frame` of the table to reuse, if the caller has one.
 
     Raises:
         InvalidConditionError: Spark cannot resolve it, or it is not a boolean.
@@ -390,7 +396,8 @@ def validate_condition(
     from pyspark.sql.types import BooleanType
 
     try:
-        field = empty_table_frame(spark, txn.schema).select(condition_column(condition)).schema[0]
+        empty = frame if frame is not None else empty_table_frame(spark, txn.schema)
+        field = empty.select(condition_column(condition)).schema[0]
     except Exception as exc:
         raise InvalidConditionError(
             f"condition {condition!r} is not valid on table {txn.log.table_path}: "
@@ -403,9 +410,15 @@ def validate_condition(
 
 
 def validate_assignments(
-    spark: SparkSession, txn: OptimisticTransaction, assignments: Mapping[str, str | Column]
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    assignments: Mapping[str, str | Column],
+    *,
+    frame: DataFrame | None = None,
 ) -> dict[str, Column]:
     """Resolves ``{column: expression}`` against the table, cast to each column's type.
+
+    ``frame`` is an :func:`empty_table_frame` of the table to reuse, if the caller has one.
 
     Raises:
         InvalidArgumentError: A column does not exist.
@@ -415,7 +428,8 @@ def validate_assignments(
         raise InvalidArgumentError("set needs at least one column assignment")
     spark_schema = to_spark_schema(txn.schema)
     out: dict[str, Column] = {}
-    frame = empty_table_frame(spark, txn.schema)
+    if frame is None:
+        frame = empty_table_frame(spark, txn.schema)
     for name, value in assignments.items():
         field = txn.schema.get(name)
         if field is None:

@@ -24,6 +24,7 @@ from deltatx.spark.commands.common import (
     check_allowed,
     condition_column,
     condition_to_predicate,
+    empty_table_frame,
     predicate_parameters,
     record,
     validate_assignments,
@@ -36,6 +37,7 @@ from deltatx.spark.commands.driver_match import (
     find_on_driver,
     matched_addresses,
 )
+from deltatx.spark.commands.driver_update import update_on_driver
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     read_addressed,
@@ -72,10 +74,12 @@ def stage_update(
     """
     started = time.monotonic()
     check_allowed(txn, OperationName.UPDATE, deletes_rows=True)
-    assignments = validate_assignments(spark, txn, set)
+    # One empty frame for both analyses: creating it is a round trip to the JVM.
+    frame = empty_table_frame(spark, txn.schema)
+    assignments = validate_assignments(spark, txn, set, frame=frame)
     predicate = condition_to_predicate(condition, schema=txn.schema)
     if condition is not None:
-        validate_condition(spark, txn, condition)
+        validate_condition(spark, txn, condition, frame=frame)
     cond = (
         F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
     )
@@ -85,7 +89,7 @@ def stage_update(
     found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
     if txn.configuration.deletion_vectors_enabled:
         metrics, matched = _stage_dv_update(
-            spark, txn, candidates, cond, assignments, started, found
+            spark, txn, candidates, cond, assignments, started, found, set
         )
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
     else:
@@ -133,17 +137,32 @@ def _stage_dv_update(
     assignments: Mapping[str, Column],
     started: float,
     found: dict[int, FileRows] | None,
+    texts: Mapping[str, str | Column],
 ) -> tuple[UpdateMetrics, dict[int, list[int]]]:
     """UPDATE with deletion vectors: old versions marked deleted, new versions appended.
 
-    Only the matched rows are written (to new files); no unchanged row is copied.
+    Only the matched rows are written (to new files); no unchanged row is copied. Rows the
+    driver found are rewritten on the driver when few and simple enough
+    (:func:`~deltatx.spark.commands.driver_update.update_on_driver`), else by one Spark job.
     """
-    updated = _updated_columns(txn, F.lit(True), assignments)
-    known = None if found is None else _write_found(spark, txn, candidates, cond, updated, found)
+
+    # Built only for the Spark job: each Column costs calls into the JVM.
+    def updated() -> list[Column]:
+        return _updated_columns(txn, F.lit(True), assignments)
+
+    known = None
+    if found is not None:
+        matched = matched_addresses(found)
+        on_driver = update_on_driver(txn, candidates, matched, texts)
+        known = (
+            (matched, on_driver)
+            if on_driver is not None
+            else _write_found(spark, txn, candidates, cond, updated(), found)
+        )
     if known is not None:
         matched, added = known
     else:
-        matched, added = _find_and_write(spark, txn, candidates, cond, updated)
+        matched, added = _find_and_write(spark, txn, candidates, cond, updated())
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)
     metrics = UpdateMetrics(

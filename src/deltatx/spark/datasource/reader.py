@@ -213,8 +213,44 @@ class FileReader:
     def read(self, task: FileTask) -> Iterator[pa.RecordBatch]:
         """The live rows of one file, with its deletion vector applied."""
         parquet = self._open(task.path)
+        layout = self._layout(parquet, task)
+        deleted: np.ndarray | None = None
+        if task.deletion_vector is not None:
+            deleted = deleted_row_indexes(
+                self.table_path, task.deletion_vector, data_file=task.path
+            )
+        first_row = 0
+        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=layout.wanted):
+            rows = batch.num_rows
+            out = self._conform(batch, layout)
+            if deleted is not None:
+                positions = np.arange(first_row, first_row + rows, dtype=np.int64)
+                out = out.filter(pa.array(live_mask(deleted, positions)))
+            first_row += rows
+            if out.num_rows:
+                yield out
+
+    def read_rows(self, task: FileTask, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """The rows of one file at physical indexes ``rows`` (ascending), in that order.
+
+        Only the row groups holding them are read; the deletion vector is not applied (the
+        caller names live rows).
+        """
+        parquet = self._open(task.path)
+        layout = self._layout(parquet, task)
+        first_row = 0
+        for group in range(parquet.metadata.num_row_groups):
+            count = parquet.metadata.row_group(group).num_rows
+            low, high = np.searchsorted(rows, [first_row, first_row + count])
+            if high > low:
+                table = parquet.read_row_group(group, columns=layout.wanted, use_threads=False)
+                local = pa.array(rows[low:high] - first_row)
+                for batch in table.take(local).to_batches():
+                    yield self._conform(batch, layout)
+            first_row += count
+
+    def _layout(self, parquet: pq.ParquetFile, task: FileTask) -> _Layout:
         present = set(parquet.schema_arrow.names)
-        values = {k.lower(): v for k, v in task.partition_values}
         in_file = list(self.physical)
         if self.by_field_id:
             # Id mode resolves columns by Parquet field id; the names in a file may differ.
@@ -225,33 +261,34 @@ class FileReader:
             for f, p in zip(self.fields, in_file, strict=True)
             if f.name.lower() not in self.partition_columns and p in present
         ]
-        deleted: np.ndarray | None = None
-        if task.deletion_vector is not None:
-            deleted = deleted_row_indexes(
-                self.table_path, task.deletion_vector, data_file=task.path
-            )
-        first_row = 0
-        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=wanted):
-            rows = batch.num_rows
-            arrays: list[pa.Array] = []
-            for i, (field, stored) in enumerate(zip(self.fields, in_file, strict=True)):
-                arrow_type = self.arrow_schema.field(i).type
-                if field.name.lower() in self.partition_columns:
-                    raw = values.get(self.physical[i].lower())
-                    arrays.append(self._constant(i, raw, rows))
-                elif stored in present:
-                    column = batch.column(stored)
-                    # Cast under physical names (structs cast by field name), then rename.
-                    physical_type = self.physical_arrow.field(i).type
-                    if column.type != physical_type:
-                        column = column.cast(physical_type)
-                    arrays.append(renamed(column, arrow_type))
-                else:
-                    arrays.append(pa.nulls(rows, arrow_type))
-            out = pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
-            if deleted is not None:
-                positions = np.arange(first_row, first_row + rows, dtype=np.int64)
-                out = out.filter(pa.array(live_mask(deleted, positions)))
-            first_row += rows
-            if out.num_rows:
-                yield out
+        values = {k.lower(): v for k, v in task.partition_values}
+        return _Layout(present=present, in_file=in_file, wanted=wanted, values=values)
+
+    def _conform(self, batch: pa.RecordBatch, layout: _Layout) -> pa.RecordBatch:
+        rows = batch.num_rows
+        arrays: list[pa.Array] = []
+        for i, (field, stored) in enumerate(zip(self.fields, layout.in_file, strict=True)):
+            arrow_type = self.arrow_schema.field(i).type
+            if field.name.lower() in self.partition_columns:
+                raw = layout.values.get(self.physical[i].lower())
+                arrays.append(self._constant(i, raw, rows))
+            elif stored in layout.present:
+                column = batch.column(stored)
+                # Cast under physical names (structs cast by field name), then rename.
+                physical_type = self.physical_arrow.field(i).type
+                if column.type != physical_type:
+                    column = column.cast(physical_type)
+                arrays.append(renamed(column, arrow_type))
+            else:
+                arrays.append(pa.nulls(rows, arrow_type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where one file keeps the table's columns."""
+
+    present: set[str]
+    in_file: list[str]
+    wanted: list[str]
+    values: dict[str, str | None]

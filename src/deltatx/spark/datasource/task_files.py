@@ -29,7 +29,7 @@ from deltatx.spark.datasource.arrow_names import renamed, with_field_ids
 from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.partition_dirs import partition_directories, partition_value_text
 from deltatx.spark.schema import to_spark_schema
-from deltatx.spark.stats import file_stats_json
+from deltatx.spark.stats import file_stats_json, nan_columns_of
 from deltatx.spark.write import TableLocation, encode_uri_path
 
 
@@ -84,6 +84,8 @@ class TaskFiles:
         self.open: dict[tuple[str | None, ...], tuple[str, pq.ParquetWriter]] = {}
         self.done: list[str] = []
         self.sinks: dict[str, Any] = {}
+        # Per open file, its floating point columns that hold a NaN (they get no bounds).
+        self.nans: dict[str, set[tuple[str, ...]]] = {}
         self.location.fs.create_dir(self.location.root, recursive=True)
 
     def _conform(self, batch: pa.RecordBatch) -> pa.Table:
@@ -165,7 +167,9 @@ class TaskFiles:
             entry = self.open[values] = (relative, writer)
         data = table.select(self.data_names)
         columns = [renamed(c, f.type) for c, f in zip(data.columns, self.data_arrow, strict=True)]
-        entry[1].write_table(pa.Table.from_arrays(columns, schema=self.data_arrow))
+        stored = pa.Table.from_arrays(columns, schema=self.data_arrow)
+        self.nans.setdefault(entry[0], set()).update(nan_columns_of(stored))
+        entry[1].write_table(stored)
 
     def close(self) -> list[AddFile]:
         """Closes the open files and returns their ``add`` actions, statistics included."""
@@ -184,7 +188,9 @@ class TaskFiles:
                     size=info.size,
                     modification_time=info.mtime_ns // 1_000_000,
                     data_change=True,
-                    stats=file_stats_json(metadata, self.data_schema),
+                    stats=file_stats_json(
+                        metadata, self.data_schema, nan_columns=self.nans.pop(relative, set())
+                    ),
                 )
             )
         self.open.clear()

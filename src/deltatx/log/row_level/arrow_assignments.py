@@ -1,0 +1,219 @@
+"""UPDATE's SET expressions evaluated with pyarrow, exactly as Spark evaluates them, or not at all.
+
+Only values whose pyarrow result is provably Spark's are evaluated: NULL, literals and column
+references of the target column's own kind (integral, string, boolean), a column of exactly
+the target's type (any type, copied), ``+``, ``-``, ``*`` over integral columns and
+literals, and for a DOUBLE column the same over doubles (one IEEE operation each, as in the
+JVM; a decimal literal next to a double becomes the nearest double, as in Spark). Spark's
+integer arithmetic wraps or fails on overflow (depending on ANSI mode) and its cast to the
+target type does the same, so a result is accepted only when no step can overflow: every
+intermediate value fits the narrowest type Spark could give that step, and every final value
+fits the target column. Anything else gives None and the caller runs Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltatx.kernel.expressions import Column, Literal
+from deltatx.kernel.schema import PrimitiveType, StructField, StructType
+
+# Bits of each integral type; Spark widens a binary operation to its wider operand's type.
+_INTEGRAL_BITS: Mapping[str, int] = {"byte": 8, "short": 16, "integer": 32, "long": 64}
+_ARROW_INTEGRAL: Mapping[int, pa.DataType] = {
+    8: pa.int8(),
+    16: pa.int16(),
+    32: pa.int32(),
+    64: pa.int64(),
+}
+_SIMPLE: Mapping[str, pa.DataType] = {"string": pa.string(), "boolean": pa.bool_()}
+
+
+class ArithmeticOp(StrEnum):
+    """An integer operator whose exact result pyarrow computes (checked for overflow)."""
+
+    ADD = "+"
+    SUBTRACT = "-"
+    MULTIPLY = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Arithmetic:
+    """``left op right`` over integral operands."""
+
+    op: ArithmeticOp
+    left: Value
+    right: Value
+
+
+Value = Column | Literal | Arithmetic
+"""A SET expression the driver may evaluate."""
+
+_DOUBLE_OPS: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
+    ArithmeticOp.ADD: pc.add,
+    ArithmeticOp.SUBTRACT: pc.subtract,
+    ArithmeticOp.MULTIPLY: pc.multiply,
+}
+# Integers up to 2**53 in magnitude convert to DOUBLE exactly (54 bits, sign included).
+_EXACT_DOUBLE_BITS = 54
+_CHECKED: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
+    ArithmeticOp.ADD: pc.add_checked,
+    ArithmeticOp.SUBTRACT: pc.subtract_checked,
+    ArithmeticOp.MULTIPLY: pc.multiply_checked,
+}
+
+
+class _NotExact(Exception):
+    """The value might differ from Spark's (an overflow, an unsupported type)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Integers:
+    """Exact integer values (int64) and the fewest bits Spark's type for them can have."""
+
+    values: pa.Array
+    bits: int
+
+
+def assigned_column(
+    value: Value, rows: pa.Table, schema: StructType, target: StructField
+) -> pa.Array | None:
+    """The new values of column ``target`` for ``rows`` (the table's columns), or None.
+
+    None when the pyarrow result could differ from Spark's ``CAST(value AS target type)``.
+    """
+    if not isinstance(target.type, PrimitiveType):
+        return _copied(value, rows, schema, target)
+    name = target.type.name
+    try:
+        if name in _INTEGRAL_BITS:
+            integers = _integers(value, rows, schema)
+            bits = _INTEGRAL_BITS[name]
+            _check_fits(integers.values, bits)
+            return integers.values.cast(_ARROW_INTEGRAL[bits])
+        if name in _SIMPLE:
+            return _simple(value, rows, schema, name)
+        if name == "double":
+            return _doubles(value, rows, schema)
+    except _NotExact:
+        return None
+    return _copied(value, rows, schema, target)
+
+
+def _copied(
+    value: Value, rows: pa.Table, schema: StructType, target: StructField
+) -> pa.Array | None:
+    """NULL, or a column of exactly the target's type: any type, nothing to convert."""
+    if isinstance(value, Literal) and value.value is None:
+        return pa.nulls(rows.num_rows, type=rows.schema.field(target.name).type)
+    if isinstance(value, Column):
+        field = schema.get(value.name)
+        if field is not None and field.type == target.type:
+            return rows.column(field.name).combine_chunks()
+    return None
+
+
+def _simple(value: Value, rows: pa.Table, schema: StructType, name: str) -> pa.Array:
+    arrow = _SIMPLE[name]
+    if isinstance(value, Literal):
+        v = value.value
+        if v is None:
+            return pa.nulls(rows.num_rows, type=arrow)
+        ok = isinstance(v, bool) if name == "boolean" else isinstance(v, str) and "\\" not in v
+        if not ok:
+            raise _NotExact
+        return pa.array([v] * rows.num_rows, type=arrow)
+    if isinstance(value, Column):
+        field = schema.get(value.name)
+        if field is not None and field.type == PrimitiveType(name):
+            return rows.column(field.name).combine_chunks()
+    raise _NotExact
+
+
+def _integers(value: Value, rows: pa.Table, schema: StructType) -> _Integers:
+    match value:
+        case Literal(value=None):
+            return _Integers(pa.nulls(rows.num_rows, type=pa.int64()), 8)
+        case Literal(value=int() as v) if not isinstance(v, bool):
+            bits = next((b for b in _ARROW_INTEGRAL if _fits(v, b)), None)
+            if bits is None:
+                raise _NotExact  # Spark reads a literal past BIGINT as a decimal
+            return _Integers(pa.array([v] * rows.num_rows, type=pa.int64()), bits)
+        case Column(name=name):
+            field = schema.get(name)
+            if field is None or not isinstance(field.type, PrimitiveType):
+                raise _NotExact
+            bits = _INTEGRAL_BITS.get(field.type.name)
+            if bits is None:
+                raise _NotExact
+            return _Integers(rows.column(field.name).combine_chunks().cast(pa.int64()), bits)
+        case Arithmetic(op=op, left=left, right=right):
+            a, b = _integers(left, rows, schema), _integers(right, rows, schema)
+            try:
+                result = _CHECKED[op](a.values, b.values)
+            except pa.ArrowInvalid:
+                raise _NotExact from None  # past BIGINT: Spark wraps or fails
+            bits = max(a.bits, b.bits)
+            _check_fits(result, bits)
+            return _Integers(result, bits)
+    raise _NotExact
+
+
+def _doubles(value: Value, rows: pa.Table, schema: StructType) -> pa.Array:
+    """A DOUBLE value: IEEE arithmetic, as the JVM does it, once every operand is a double."""
+    match value:
+        case Literal(value=float() as v):
+            return pa.array([v] * rows.num_rows, type=pa.float64())
+        case Literal(value=Decimal() as v):
+            # Spark casts a decimal literal to DOUBLE next to a double: correctly rounded,
+            # as float() is, for the few digits the translator lets through. A decimal has
+            # no negative zero: -0.0 is 0.0.
+            number = float(v) if v else 0.0
+            return pa.array([number] * rows.num_rows, type=pa.float64())
+        case Column(name=name) if _fractional_column(name, schema):
+            return rows.column(name).combine_chunks().cast(pa.float64())
+        case Arithmetic(op=op, left=left, right=right) if _is_double(value, schema):
+            return _DOUBLE_OPS[op](_doubles(left, rows, schema), _doubles(right, rows, schema))
+    if _is_double(value, schema) or (
+        isinstance(value, Literal) and isinstance(value.value, Decimal)
+    ):
+        raise _NotExact
+    # An integral value (Spark computes it as integers, then casts): exact up to 2**53.
+    integers = _integers(value, rows, schema)
+    _check_fits(integers.values, _EXACT_DOUBLE_BITS)
+    return integers.values.cast(pa.float64())
+
+
+def _fractional_column(name: str, schema: StructType) -> bool:
+    field = schema.get(name)
+    # Not FLOAT: Spark adds a FLOAT and an integer in single precision.
+    return field is not None and field.type == PrimitiveType("double")
+
+
+def _is_double(value: Value, schema: StructType) -> bool:
+    """Whether Spark types ``value`` DOUBLE (a decimal next to integers stays a decimal)."""
+    match value:
+        case Literal(value=float()):
+            return True
+        case Column(name=name):
+            return _fractional_column(name, schema)
+        case Arithmetic(left=left, right=right):
+            return _is_double(left, schema) or _is_double(right, schema)
+    return False
+
+
+def _check_fits(values: pa.Array, bits: int) -> None:
+    bounds = pc.min_max(values)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is not None and not (_fits(low, bits) and _fits(high, bits)):
+        raise _NotExact
+
+
+def _fits(value: int, bits: int) -> bool:
+    return -(1 << (bits - 1)) <= value < 1 << (bits - 1)

@@ -1,0 +1,233 @@
+"""UPDATE with deletion vectors written on the driver: no Spark job when the change is small.
+
+Once the driver has found the matched rows (:mod:`deltatx.spark.commands.driver_match`), it
+reads just those rows of the touched files (only the row groups holding them) with the
+``format("delta")`` reader, applies the SET expressions with pyarrow
+(:mod:`deltatx.log.row_level.arrow_assignments`) and writes them as new files with the
+``format("delta")`` task writer (same file naming, compression and footer statistics). It
+steps aside, and the statement runs its Spark job, when:
+
+* the touched rows pass :data:`DRIVER_UPDATE_ROWS` or an estimated :data:`DRIVER_UPDATE_BYTES`;
+* a SET value is a Column object, or SQL pyarrow might evaluate differently from Spark;
+* a SET column or a column it reads is CHAR/VARCHAR (Spark pads or checks lengths);
+* the table computes generated columns or checks constraints (their SQL runs in Spark), or
+  records its change data feed;
+* a NULL would reach a NOT NULL column (Spark raises its own error).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import cast
+
+import numpy as np
+import pyarrow as pa
+import sqlglot
+from pyspark.sql import Column as SparkColumn
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.deletion_vectors import num_records
+from deltatx.kernel.expressions import Column, Literal
+from deltatx.kernel.schema import StructField, StructType
+from deltatx.log.row_level.arrow_assignments import (
+    Arithmetic,
+    ArithmeticOp,
+    Value,
+    assigned_column,
+)
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.change_data import records_changes
+from deltatx.spark.datasource.reader import FileReader, file_task
+from deltatx.spark.datasource.task_files import TaskFiles, WritePlan
+from deltatx.spark.schema import CHAR_VARCHAR_METADATA_KEY, to_spark_schema
+
+DRIVER_UPDATE_ROWS = 1_000_000
+"""Most rows an UPDATE rewrites on the driver; past it the statement runs a Spark job."""
+
+DRIVER_UPDATE_BYTES = 256 << 20
+"""Most bytes of touched rows (estimated from their files' sizes) rewritten on the driver."""
+
+_DIGITS = re.compile(r"^[0-9]+$")
+_DECIMAL = re.compile(r"^([0-9]*)\.([0-9]+)$")
+_DOUBLE = re.compile(r"^[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+$")
+_OPERATORS: Mapping[type[exp.Expression], ArithmeticOp] = {
+    exp.Add: ArithmeticOp.ADD,
+    exp.Sub: ArithmeticOp.SUBTRACT,
+    exp.Mul: ArithmeticOp.MULTIPLY,
+}
+
+
+def update_on_driver(
+    txn: OptimisticTransaction,
+    candidates: Sequence[AddFile],
+    matched: Mapping[int, Sequence[int]],
+    assignments: Mapping[str, str | SparkColumn],
+) -> list[AddFile] | None:
+    """Writes the new versions of the matched rows without Spark; None to use a Spark job.
+
+    Args:
+        txn: The transaction (nothing is staged: the caller adds the files).
+        candidates: The files the statement read, indexed as in ``matched``.
+        matched: Candidate index -> physical indexes (ascending) of the live rows to update.
+        assignments: The statement's SET: column name -> SQL text (or a Column).
+
+    Raises:
+        InvalidTableError: A touched data file is missing or is not readable Parquet.
+    """
+    if not _table_allows(txn) or not _within_caps(candidates, matched):
+        return None
+    values = _translated(txn.schema, assignments)
+    if values is None:
+        return None
+    mode = str(txn.configuration.column_mapping_mode)
+    reader = FileReader(
+        table_path=txn.log.table_path,
+        schema=to_spark_schema(txn.schema),
+        table_schema_json=txn.schema.to_json(),
+        partition_columns=txn.partition_columns,
+        column_mapping=mode,
+    )
+    plan = WritePlan(
+        table_path=txn.log.table_path,
+        read_version=txn.read_version,
+        schema_json=txn.schema.to_json(),
+        partition_columns=txn.partition_columns,
+        replace_where=None,
+        predicate=None,
+        column_mapping=mode,
+    )
+    out = TaskFiles(plan)
+    try:
+        for index, rows in sorted(matched.items()):
+            positions = np.asarray(rows, dtype=np.int64)
+            for batch in reader.read_rows(file_task(candidates[index]), positions):
+                updated = _updated(pa.Table.from_batches([batch]), values, txn.schema)
+                if updated is None:
+                    out.discard()
+                    return None
+                for part in updated.to_batches():
+                    out.add(part)
+        return out.close()
+    except BaseException:
+        out.discard()
+        raise
+
+
+def _table_allows(txn: OptimisticTransaction) -> bool:
+    config = txn.configuration
+    return not (config.generated_columns or config.constraint_checks or records_changes(txn))
+
+
+def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, Sequence[int]]) -> bool:
+    rows = sum(len(r) for r in matched.values())
+    if rows > DRIVER_UPDATE_ROWS:
+        return False
+    estimated = 0.0
+    for index, hits in matched.items():
+        f = candidates[index]
+        total = num_records(f.stats)
+        estimated += f.size if not total else f.size * len(hits) / total
+    return estimated <= DRIVER_UPDATE_BYTES
+
+
+def _translated(
+    schema: StructType, assignments: Mapping[str, str | SparkColumn]
+) -> dict[str, Value] | None:
+    out: dict[str, Value] = {}
+    for name, text in assignments.items():
+        field = schema.get(name)
+        if field is None or not isinstance(text, str) or _char_varchar(field):
+            return None
+        value = translate_value(text, schema)
+        if value is None:
+            return None
+        out[field.name] = value
+    return out
+
+
+def _char_varchar(field: StructField) -> bool:
+    return CHAR_VARCHAR_METADATA_KEY in field.metadata
+
+
+def translate_value(text: str, schema: StructType) -> Value | None:
+    """A SET expression as the driver's value IR, or None when it is not one the driver runs.
+
+    Text with a backslash or a double quote (escapes and quoting Spark and sqlglot might read
+    differently) and string literals holding a quote are left to Spark.
+    """
+    if "\\" in text or '"' in text or text.count("'") > 2:
+        return None
+    try:
+        # sqlglot 30 annotates parse_one with its base class Expr; the nodes are Expressions.
+        tree = cast(exp.Expression, sqlglot.parse_one(text, read="spark"))
+    except (ParseError, TokenError):
+        return None
+    return _value(tree, schema)
+
+
+def _value(node: exp.Expression, schema: StructType) -> Value | None:
+    match node:
+        case exp.Paren():
+            return _value(node.this, schema)
+        case exp.Null():
+            return Literal(None)
+        case exp.Boolean():
+            return Literal(bool(node.this))
+        case exp.Literal() if node.is_string:
+            return Literal(str(node.this))
+        case exp.Literal():
+            return _number(str(node.this))
+        case exp.Neg(this=exp.Literal() as inner) if not inner.is_string:
+            number = _number(str(inner.this))
+            return None if number is None else Literal(-number.value)
+        case exp.Column():
+            if node.table or node.args.get("db") is not None:
+                return None
+            field = schema.get(node.name)
+            if field is None or _char_varchar(field):
+                return None
+            return Column(field.name)
+    op = _OPERATORS.get(type(node))
+    if op is None:
+        return None
+    left, right = _value(node.this, schema), _value(node.expression, schema)
+    if left is None or right is None:
+        return None
+    return Arithmetic(op, left, right)
+
+
+def _number(text: str) -> Literal | None:
+    """A numeric literal as Spark types it: INT/BIGINT, DECIMAL, or DOUBLE (with an exponent).
+
+    Decimals keep to 15 significant digits and 15 decimal places, where Spark's conversion to
+    DOUBLE is correctly rounded; longer ones are left to Spark.
+    """
+    if _DIGITS.match(text):
+        return Literal(int(text))
+    if _DOUBLE.match(text):
+        return Literal(float(text))
+    match = _DECIMAL.match(text)
+    if match and len(match.group(1)) + len(match.group(2)) <= 15:
+        return Literal(Decimal(text))
+    return None
+
+
+def _updated(rows: pa.Table, values: Mapping[str, Value], schema: StructType) -> pa.Table | None:
+    """``rows`` with the SET applied (every value reads the old row), or None to use Spark."""
+    new: dict[str, pa.Array] = {}
+    for name, value in values.items():
+        field = schema.get(name)
+        assert field is not None
+        column = assigned_column(value, rows, schema, field)
+        if column is None or (not field.nullable and column.null_count):
+            return None
+        new[field.name] = column
+    for name, column in new.items():
+        at = rows.schema.get_field_index(name)
+        target = rows.schema.field(at)
+        rows = rows.set_column(at, target, column.cast(target.type))
+    return rows
