@@ -142,13 +142,23 @@ class Driver:
 
         self.blocker = threading.Thread(target=run, daemon=True)
         self.blocker.start()
-        deadline = time.monotonic() + 60
-        while not sc.statusTracker().getJobIdsForGroup("peer-hold"):
+        # Its task must be running (not just submitted) before anything else queues behind it.
+        tracker, deadline = sc.statusTracker(), time.monotonic() + 60
+        while not self._task_running(tracker, "peer-hold"):
             if time.monotonic() > deadline:
                 raise TimeoutError("the holding job never started")
             time.sleep(0.02)
-        # Its task must be running (not just submitted) before anything else queues behind it.
-        time.sleep(0.5)
+
+    @staticmethod
+    def _task_running(tracker: Any, group: str) -> bool:
+        """Whether a job of ``group`` has a task on an executor core."""
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info else ():
+                stage_info = tracker.getStageInfo(stage)
+                if stage_info and stage_info.numActiveTasks > 0:
+                    return True
+        return False
 
     def handle(self, req: dict[str, Any]) -> bool:
         op = req["op"]

@@ -1,8 +1,9 @@
 """Many writers on one table: 8 threads sharing a session and processes with their own.
 
 Two processes under ``make test``, four under ``DELTATX_STRESS_FULL=1`` (``make stress``): on
-two cores each extra JVM mostly adds start-up time, not concurrency. The threads start once
-every process has its session, so threads and processes always write at the same time.
+two cores each extra JVM mostly adds start-up time, not concurrency. The processes are the
+session's shared writer processes (conftest.py): they have their sessions before the threads
+start, so threads and processes always write at the same time.
 
 Seed 003: concurrent writers never corrupt the table. Checks: versions are contiguous, every
 acknowledged commit's rows are in the final table (as the model of acknowledged commits in
@@ -12,8 +13,6 @@ version order predicts), no commit appears twice, every failure is a documented 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -23,7 +22,8 @@ from deltatx import DeltaTable
 from deltatx.kernel.actions import CommitInfo
 from deltatx.log.delta_log import DeltaLog
 
-from .workload import PARTITIONS, expected_rows, load_attempts, run_writer, wait_until_ready
+from .servers import WriterServers
+from .workload import PARTITIONS, expected_rows, load_attempts, run_writer
 
 SECONDS = float(
     os.environ.get(
@@ -31,10 +31,11 @@ SECONDS = float(
     )
 )
 PROCESSES = 4 if os.environ.get("DELTATX_STRESS_FULL") else 2
-HERE = Path(__file__).parent
 
 
-def test_threads_and_processes_append_and_overwrite(spark: SparkSession, tmp_path: Path) -> None:
+def test_threads_and_processes_append_and_overwrite(
+    spark: SparkSession, writer_servers: WriterServers, tmp_path: Path
+) -> None:
     path = str(tmp_path / "table")
     # Serializable: the final table must equal replaying the acknowledged commits in log order
     # (WriteSerializable may legally reorder blind appends before an overwrite).
@@ -46,29 +47,7 @@ def test_threads_and_processes_append_and_overwrite(spark: SparkSession, tmp_pat
         properties={"delta.isolationLevel": "Serializable"},
     )
     logs = []
-    procs = []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-    ready = [tmp_path / f"proc{n}.ready" for n in range(PROCESSES)]
-    for n in range(PROCESSES):
-        out = tmp_path / f"proc{n}.jsonl"
-        logs.append(out)
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    str(HERE / "writer_process.py"),
-                    path,
-                    f"proc{n}",
-                    str(SECONDS),
-                    str(out),
-                    str(n),
-                    str(ready[n]),
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-        )
+    servers = writer_servers.get(PROCESSES)
     errors: list[BaseException] = []
 
     def guarded(*args: object, **kwargs: object) -> None:
@@ -88,15 +67,19 @@ def test_threads_and_processes_append_and_overwrite(spark: SparkSession, tmp_pat
                 kwargs={"seconds": SECONDS, "out": out, "seed": 100 + n},
             )
         )
-    wait_until_ready(procs, ready)
+    for n, server in enumerate(servers):
+        out = tmp_path / f"proc{n}.jsonl"
+        logs.append(out)
+        server.submit(
+            kind="writer", path=path, writer=f"proc{n}", seconds=SECONDS, out=str(out), seed=n
+        )
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    for server in servers:
+        server.result(timeout=SECONDS + 240)
     assert not errors, errors
-    for p in procs:
-        _, stderr = p.communicate(timeout=SECONDS + 240)
-        assert p.returncode == 0, stderr.decode()[-3000:]
 
     attempts = load_attempts([f for f in logs if f.exists()])
     acknowledged = [a for a in attempts if a.version is not None]

@@ -2,7 +2,8 @@
 
 Three writers run random transactions for a bounded time: under ``make test`` one process
 with its own Spark session and two threads sharing the test's session (each extra JVM mostly
-costs start-up on two cores); under ``DELTATX_STRESS_FULL=1`` three processes. The checker
+costs start-up on two cores); under ``DELTATX_STRESS_FULL=1`` three processes. The processes
+are the session's shared writer processes (conftest.py), started once for every run. The checker
 replays the committed ones on a model (see history.py) and proves the final table equals
 it. Also: no acknowledged commit missing (versions contiguous, one per acknowledged attempt),
 every failure a documented exception, and failed attempts leave no trace.
@@ -11,8 +12,6 @@ every failure a documented exception, and failed attempts leave no trace.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from deltatx import DeltaTable, write
 from deltatx.log.delta_log import DeltaLog
 
 from .history import DOCUMENTED, load, replay, run_history
-from .workload import wait_until_ready
+from .servers import WriterServers
 
 
 def _guard(
@@ -43,13 +42,12 @@ SECONDS = float(
         "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "15"
     )
 )
-HERE = Path(__file__).parent
 
 
 @pytest.mark.parametrize("row_level", [False, True], ids=["file-level", "row-level"])
 @pytest.mark.parametrize("level", ["Serializable", "WriteSerializable"])
 def test_history_is_serializable(
-    spark: SparkSession, tmp_path: Path, level: str, row_level: bool
+    spark: SparkSession, writer_servers: WriterServers, tmp_path: Path, level: str, row_level: bool
 ) -> None:
     path = str(tmp_path / "table")
     DeltaTable.create(
@@ -68,30 +66,19 @@ def test_history_is_serializable(
         ).repartition(3),
         path,
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
     logs = [tmp_path / f"w{n}.jsonl" for n in range(WRITERS)]
     reinsert = level == "WriteSerializable"
-    ready = [tmp_path / f"w{n}.ready" for n in range(PROCESSES)]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "history_process.py"),
-                path,
-                f"w{n}",
-                str(SECONDS),
-                str(logs[n]),
-                str(n),
-                "1" if reinsert else "0",
-                str(ready[n]),
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+    servers = writer_servers.get(PROCESSES)
+    for n, server in enumerate(servers):
+        server.submit(
+            kind="history",
+            path=path,
+            writer=f"w{n}",
+            seconds=SECONDS,
+            out=str(logs[n]),
+            seed=n,
+            reinsert=reinsert,
         )
-        for n in range(PROCESSES)
-    ]
-    wait_until_ready(procs, ready)
     errors: list[BaseException] = []
     threads = [
         threading.Thread(target=_guard, args=(errors, spark, path, n, logs[n], reinsert))
@@ -101,10 +88,9 @@ def test_history_is_serializable(
         t.start()
     for t in threads:
         t.join()
+    for server in servers:
+        server.result(timeout=SECONDS + 300)
     assert not errors, errors
-    for p in procs:
-        _, stderr = p.communicate(timeout=SECONDS + 300)
-        assert p.returncode == 0, stderr.decode()[-3000:]
     attempts = load(f for f in logs if f.exists())
     committed = [a for a in attempts if a.version is not None]
     failed = [a for a in attempts if a.error is not None]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,25 +82,3 @@ def expected_rows(attempts: list[Attempt]) -> set[int]:
         else:
             rows[a.partition] |= set(a.ids)
     return set().union(*rows.values())
-
-
-def wait_until_ready(procs: list[subprocess.Popen[bytes]], ready: list[Path]) -> None:
-    """Waits until each writer process has touched its ``ready`` file (it has a session).
-
-    Threads in the test start only then, so that their writing window overlaps the
-    processes' however long the JVMs take to start. A process that ends first, or a wait of
-    10 minutes, fails the test and kills every process.
-    """
-    deadline = time.monotonic() + 600
-    try:
-        while not all(r.exists() for r in ready):
-            for p in procs:
-                if p.poll() is not None:
-                    _, stderr = p.communicate()
-                    raise AssertionError(f"a writer process ended early: {stderr.decode()[-3000:]}")
-            assert time.monotonic() < deadline, "the writer processes did not start a session"
-            time.sleep(0.1)
-    except BaseException:
-        for p in procs:
-            p.kill()
-        raise
