@@ -222,15 +222,19 @@ def test_with_address_adds_file_and_row_indexes(spark: SparkSession, table_dir: 
     assert empty.columns == ["id", "k", FILE_INDEX_COLUMN, ROW_INDEX_COLUMN]
 
 
-@pytest.mark.parametrize("lookup", ["literal maps", "broadcast join"])
+@pytest.mark.parametrize("lookup", ["literal maps", "broadcast join", "normalised join"])
 def test_addressed_reads_agree_across_lookups(
     spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch, lookup: str
 ) -> None:
     """Rows are tied to their file (index, partition values) by literal maps up to a number of
     files and by a broadcast join past it; both give the same rows, for renamed files with
-    URI and glob characters, absolute URIs and NULL partition values."""
-    if lookup == "broadcast join":
+    URI and glob characters, absolute URIs and NULL partition values. The join looks paths
+    spelt as expected up as they are, and normalises the others (every one, past a number of
+    files)."""
+    if lookup != "literal maps":
         monkeypatch.setattr("deltatx.spark.scan._MAP_LIMIT", 0)
+    if lookup == "normalised join":
+        monkeypatch.setattr("deltatx.spark.scan._EXACT_LIMIT", 0)
     rows = [(1, "x"), (2, "y"), (3, None), (4, "a b")]
     schema, adds = _write(spark, table_dir, "id long, k string", rows, ["k"])
     spelled = _rename_oddly(table_dir, adds, absolute_every_other=True)
