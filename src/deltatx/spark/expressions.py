@@ -173,26 +173,11 @@ def merge_key_pairs(
         InvalidConditionError: The condition does not parse.
     """
     tree = _Translator(condition, schema, (target_alias,)).parse()
-    target = target_alias.lower()
     pairs: list[tuple[str, str]] = []
     for conj in _conjuncts(tree):
-        if not isinstance(conj, exp.EQ):
-            continue
-        for t, s in ((conj.this, conj.expression), (conj.expression, conj.this)):
-            if not (isinstance(t, exp.Column) and isinstance(s, exp.Column)):
-                continue
-            field = schema.get(t.name)
-            if (
-                field is not None
-                and t.table.lower() == target
-                and t.args.get("db") is None
-                and s.table
-                and s.table.lower() != target
-                and s.args.get("db") is None
-                and schema.get(s.table) is None
-            ):
-                pairs.append((field.name, s.sql(dialect="spark")))
-                break
+        found = _key_pair(conj, schema, target_alias.lower())
+        if found is not None:
+            pairs.append((found[0], found[1].sql(dialect="spark")))
     return pairs
 
 
@@ -209,30 +194,36 @@ def merge_equi_keys(
         InvalidConditionError: The condition does not parse.
     """
     tree = _Translator(condition, schema, (target_alias,)).parse()
-    target = target_alias.lower()
     pairs: list[tuple[str, str, str]] = []
     for conj in _conjuncts(tree):
-        found = None
-        if isinstance(conj, exp.EQ):
-            for t, s in ((conj.this, conj.expression), (conj.expression, conj.this)):
-                if not (isinstance(t, exp.Column) and isinstance(s, exp.Column)):
-                    continue
-                field = schema.get(t.name)
-                if (
-                    field is not None
-                    and t.table.lower() == target
-                    and t.args.get("db") is None
-                    and s.table
-                    and s.table.lower() != target
-                    and s.args.get("db") is None
-                    and schema.get(s.table) is None
-                ):
-                    found = (field.name, str(s.table), str(s.name))
-                    break
+        found = _key_pair(conj, schema, target_alias.lower())
         if found is None:
             return None
-        pairs.append(found)
+        pairs.append((found[0], str(found[1].table), str(found[1].name)))
     return pairs
+
+
+def _key_pair(
+    conj: exp.Expression, schema: StructType, target: str
+) -> tuple[str, exp.Column] | None:
+    """``target.column = source.column``: the target column's name and the source column."""
+    if not isinstance(conj, exp.EQ):
+        return None
+    for t, s in ((conj.this, conj.expression), (conj.expression, conj.this)):
+        if not (isinstance(t, exp.Column) and isinstance(s, exp.Column)):
+            continue
+        field = schema.get(t.name)
+        if (
+            field is not None
+            and t.table.lower() == target
+            and t.args.get("db") is None
+            and s.table
+            and s.table.lower() != target
+            and s.args.get("db") is None
+            and schema.get(s.table) is None
+        ):
+            return field.name, s
+    return None
 
 
 def condition_qualifiers(condition: str, *, schema: StructType) -> tuple[str, ...]:
