@@ -214,6 +214,50 @@ def _add_from(f: _Fields) -> AddFile:
     )
 
 
+# The fields of a plain add (no tags, deletion vector, row tracking or clustering).
+_PLAIN_ADD_KEYS = frozenset(
+    {"path", "partitionValues", "size", "modificationTime", "dataChange", "stats"}
+)
+_LONG_MIN, _LONG_END = -(2**63), 2**63
+
+
+def _plain_add(obj: JsonDict) -> AddFile | None:
+    """The AddFile :func:`_add_from` makes of a plain add whose fields are all well typed.
+
+    None for anything else, which the checked path reads (or refuses, with its message). The
+    bulk of a commit is plain adds; a conflict check reads every winner's.
+    """
+    path = obj.get("path")
+    values = obj.get("partitionValues")
+    size = obj.get("size")
+    mtime = obj.get("modificationTime")
+    change = obj.get("dataChange")
+    stats = obj.get("stats")
+    if not (
+        type(path) is str
+        and type(values) is dict
+        and type(size) is int
+        and type(mtime) is int
+        and type(change) is bool
+        and (stats is None or type(stats) is str)
+        and obj.keys() <= _PLAIN_ADD_KEYS
+        and _LONG_MIN <= size < _LONG_END
+        and _LONG_MIN <= mtime < _LONG_END
+    ):
+        return None
+    for v in values.values():
+        if v is not None and type(v) is not str:
+            return None
+    return AddFile(
+        path=path,
+        partition_values=dict(values),
+        size=size,
+        modification_time=mtime,
+        data_change=change,
+        stats=stats,
+    )
+
+
 def _add_to(a: AddFile) -> JsonDict:
     # Written out rather than through _put: this runs once per added file of every commit.
     out: JsonDict = {
@@ -386,6 +430,10 @@ def action_from_json_obj(obj: Any, *, where: str = "action") -> Action:
     if not isinstance(obj, dict) or len(obj) != 1:
         raise InvalidTableError(f"{where}: an action must be a JSON object with exactly one key")
     ((key, value),) = obj.items()
+    if key == "add" and type(value) is dict:
+        plain = _plain_add(value)
+        if plain is not None:
+            return plain
     decoder = _DECODERS.get(key)
     if decoder is None:
         return UnknownAction(key=key, value=value)
@@ -421,6 +469,20 @@ def parse_action(line: str, *, where: str = "action") -> Action:
     Raises:
         InvalidTableError: The line is not JSON or not a valid action.
     """
+    if line.startswith('{"add":'):
+        # orjson reads strict JSON as the standard parser does, except integers beyond 64
+        # bits (as floats, which no plain add has), and refuses the rest (NaN tokens, lone
+        # surrogates); whatever is not a plain add is read again below.
+        try:
+            fast = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            fast = None
+        if type(fast) is dict and len(fast) == 1:
+            value = fast.get("add")
+            if type(value) is dict:
+                plain = _plain_add(value)
+                if plain is not None:
+                    return plain
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
