@@ -7,6 +7,7 @@ written back after the known ones.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -248,14 +249,57 @@ def _plain_add(obj: JsonDict) -> AddFile | None:
     for v in values.values():
         if v is not None and type(v) is not str:
             return None
-    return AddFile(
-        path=path,
-        partition_values=dict(values),
-        size=size,
-        modification_time=mtime,
-        data_change=change,
-        stats=stats,
-    )
+    if _SLOT_SETTERS is None:
+        return AddFile(
+            path=path,
+            partition_values=dict(values),
+            size=size,
+            modification_time=mtime,
+            data_change=change,
+            stats=stats,
+        )
+    # The frozen dataclass's __init__ sets each field through object.__setattr__; setting
+    # the slots directly builds the same object in half the time.
+    add: AddFile = _new_object(AddFile)
+    s_path, s_values, s_size, s_mtime, s_change, s_stats, *s_unset, s_extra = _SLOT_SETTERS
+    s_path(add, path)
+    s_values(add, dict(values))
+    s_size(add, size)
+    s_mtime(add, mtime)
+    s_change(add, change)
+    s_stats(add, stats)
+    for unset in s_unset:
+        unset(add, None)
+    s_extra(add, {})
+    return add
+
+
+def _slot_setters() -> tuple[Callable[[AddFile, Any], None], ...] | None:
+    """AddFile's slot setters in field order, or None when its fields are not the known ones."""
+    names = tuple(f.name for f in dataclasses.fields(AddFile))
+    if names != _ADD_FIELDS or any(
+        f.default is not None for f in dataclasses.fields(AddFile)[5:-1]
+    ):
+        return None
+    return tuple(getattr(AddFile, name).__set__ for name in names)
+
+
+_ADD_FIELDS = (
+    "path",
+    "partition_values",
+    "size",
+    "modification_time",
+    "data_change",
+    "stats",
+    "tags",
+    "deletion_vector",
+    "base_row_id",
+    "default_row_commit_version",
+    "clustering_provider",
+    "extra",
+)
+_new_object = object.__new__
+_SLOT_SETTERS = _slot_setters()
 
 
 def _add_to(a: AddFile) -> JsonDict:
