@@ -62,24 +62,46 @@ class WinningCommit:
     _removes: tuple[RemoveFile, ...] = field(init=False, repr=False, compare=False)
     _txns: tuple[SetTransaction, ...] = field(init=False, repr=False, compare=False)
     _domains: tuple[DomainMetadata, ...] = field(init=False, repr=False, compare=False)
+    # Only files added (and actions no check looks at): the appends check is the only one.
+    _only_adds: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Derived once: a checker looks at each view for every pending commit it validates.
-        def first(kind: type) -> object:
-            return next((a for a in self.actions if isinstance(a, kind)), None)
-
-        object.__setattr__(self, "_commit_info", first(CommitInfo))
-        object.__setattr__(self, "_protocol", first(ProtocolAction))
-        object.__setattr__(self, "_metadata", first(Metadata))
-        object.__setattr__(self, "_adds", tuple(a for a in self.actions if isinstance(a, AddFile)))
-        object.__setattr__(
-            self, "_removes", tuple(a for a in self.actions if isinstance(a, RemoveFile))
-        )
-        object.__setattr__(
-            self, "_txns", tuple(a for a in self.actions if isinstance(a, SetTransaction))
-        )
-        object.__setattr__(
-            self, "_domains", tuple(a for a in self.actions if isinstance(a, DomainMetadata))
+        # Derived once, in one pass: a checker looks at each view for every pending commit
+        # it validates.
+        commit_info: CommitInfo | None = None
+        protocol: ProtocolAction | None = None
+        metadata: Metadata | None = None
+        adds: list[AddFile] = []
+        removes: list[RemoveFile] = []
+        txns: list[SetTransaction] = []
+        domains: list[DomainMetadata] = []
+        for a in self.actions:
+            if isinstance(a, AddFile):
+                adds.append(a)
+            elif isinstance(a, RemoveFile):
+                removes.append(a)
+            elif isinstance(a, CommitInfo):
+                commit_info = a if commit_info is None else commit_info
+            elif isinstance(a, SetTransaction):
+                txns.append(a)
+            elif isinstance(a, DomainMetadata):
+                domains.append(a)
+            elif isinstance(a, ProtocolAction):
+                protocol = a if protocol is None else protocol
+            elif isinstance(a, Metadata):
+                metadata = a if metadata is None else metadata
+        put = object.__setattr__
+        put(self, "_commit_info", commit_info)
+        put(self, "_protocol", protocol)
+        put(self, "_metadata", metadata)
+        put(self, "_adds", tuple(adds))
+        put(self, "_removes", tuple(removes))
+        put(self, "_txns", tuple(txns))
+        put(self, "_domains", tuple(domains))
+        put(
+            self,
+            "_only_adds",
+            protocol is None and metadata is None and not (removes or txns or domains),
         )
 
     @property
@@ -179,6 +201,16 @@ class ConflictChecker:
         self._own_app_ids = frozenset(a.app_id for a in acts if isinstance(a, SetTransaction))
         self._domains = frozenset(a.domain for a in acts if isinstance(a, DomainMetadata))
         self._changes_metadata = any(isinstance(a, Metadata) for a in acts)
+        self._watched_app_ids = pending.read_set.read_app_ids | self._own_app_ids
+        level = pending.isolation_level
+        # Whether a winner's added files can conflict at all, and whether a blind append's
+        # cannot (the Delta code: WriteSerializable ignores blind appends).
+        self._appends_matter = not (
+            pending.is_blind_append or level is IsolationLevel.SNAPSHOT_ISOLATION
+        )
+        self._blind_appends_pass = (
+            level is IsolationLevel.WRITE_SERIALIZABLE and not self._changes_metadata
+        )
         preds = pending.read_set.predicates
         self._predicate: Expression = or_(*preds)
         self._file_predicate = FilePredicate(
@@ -202,6 +234,11 @@ class ConflictChecker:
                 (C7).
             ConcurrentDeleteReadException: The winner removed a file the pending one read (C8).
         """
+        if winner._only_adds:
+            # The usual winner, an append: every other check would find nothing.
+            if self._appends_matter and winner._adds:
+                self._check_appends(winner)
+            return
         self._check_protocol(winner)
         self._check_metadata(winner)
         self._check_domains(winner)
@@ -294,7 +331,7 @@ class ConflictChecker:
     # C4 -------------------------------------------------------------------------------------
 
     def _check_app_ids(self, winner: WinningCommit) -> None:
-        watched = self.pending.read_set.read_app_ids | self._own_app_ids
+        watched = self._watched_app_ids
         for txn in winner.txns:
             if txn.app_id in watched:
                 raise ConcurrentTransactionException(
@@ -346,22 +383,15 @@ class ConflictChecker:
     # C7 -------------------------------------------------------------------------------------
 
     def _check_appends(self, winner: WinningCommit) -> None:
-        pending = self.pending
-        level = pending.isolation_level
-        if pending.is_blind_append or level is IsolationLevel.SNAPSHOT_ISOLATION:
+        if not self._appends_matter or not winner._adds:
             return
-        if not winner.adds:
-            return
-        if (
-            level is IsolationLevel.WRITE_SERIALIZABLE
-            and winner.is_blind_append
-            and not self._changes_metadata
-        ):
+        if self._blind_appends_pass and winner.is_blind_append:
             return  # the Delta code: WriteSerializable ignores blind appends
+        pending = self.pending
         read = pending.read_set
         # A compaction's output holds rows that were already in the table; if they were ones
         # this transaction read, the delete/read check catches the removed source.
-        added = [a for a in winner.adds if a.data_change]
+        added = [a for a in winner._adds if a.data_change]
         if not added:
             return
         if read.read_whole_table:

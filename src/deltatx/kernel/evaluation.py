@@ -330,6 +330,30 @@ def parse_stats(text: str, *, exact: bool) -> Any:
         return None
 
 
+def parse_stats_objects(texts: Iterable[str | None], *, exact: bool) -> list[dict[str, Any] | None]:
+    """Each text's statistics object, as :func:`parse_stats` reads it, in one pass.
+
+    None where a text is absent, unreadable or not a JSON object. A batch of files skips the
+    per-file call: a conflict check parses every file a winner added.
+    """
+    if exact:
+        parsed = [parse_stats(t, exact=True) if t else None for t in texts]
+        return [p if type(p) is dict else None for p in parsed]
+    loads, failed = orjson.loads, orjson.JSONDecodeError
+    out: list[dict[str, Any] | None] = []
+    add = out.append
+    for text in texts:
+        if not text:
+            add(None)
+            continue
+        try:
+            p = loads(text)
+        except failed:
+            p = parse_stats(text, exact=False)
+        add(p if type(p) is dict else None)
+    return out
+
+
 def num_records_of(stats: dict[str, Any]) -> int | None:
     """A parsed statistics object's ``numRecords``, when it is an integer."""
     n = stats.get("numRecords")

@@ -10,9 +10,9 @@ plans, the case-insensitive key lookups, the partition values already read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
@@ -24,6 +24,7 @@ from deltatx.kernel.evaluation import (
     needs_exact,
     num_records_of,
     parse_stats,
+    parse_stats_objects,
     partition_range,
     stats_range,
 )
@@ -78,20 +79,56 @@ class ColumnReader:
         return FileColumns(self, files)
 
 
-class Bounds(NamedTuple):
+class Bounds:
     """One column over a batch of files, one entry per file.
 
     A file about which nothing is known has no bounds and may hold values (so every
-    comparison may be TRUE), and is marked ``unknown`` for the set lookups.
+    comparison may be TRUE), and is marked ``unknown`` for the set lookups. Whether a file may
+    hold a non-null value is read from the statistics only when first asked: tests ask it
+    only once a file's bounds let it through, which most files of a winner's batch are not.
     """
 
-    lo: list[Any]  # None: unbounded below
-    hi: list[Any]  # None: unbounded above
-    valued: list[bool]  # may hold a non-null value
-    unknown: list[bool]
-    all_valued: bool
-    lo_bounded: bool  # no None in ``lo``
-    hi_bounded: bool
+    __slots__ = ("_valued", "_valued_of", "hi", "lo", "unknown")
+
+    def __init__(
+        self,
+        lo: list[Any],
+        hi: list[Any],
+        unknown: list[bool],
+        valued: list[bool] | Callable[[], list[bool]],
+    ) -> None:
+        """Bounds ``lo``/``hi`` (None: unbounded), and ``valued`` or how to read it."""
+        self.lo = lo
+        self.hi = hi
+        self.unknown = unknown
+        if callable(valued):
+            self._valued: list[bool] | None = None
+            self._valued_of: Callable[[], list[bool]] | None = valued
+        else:
+            self._valued, self._valued_of = valued, None
+
+    @property
+    def valued(self) -> list[bool]:
+        """Whether each file may hold a non-null value."""
+        if self._valued is None:
+            assert self._valued_of is not None
+            self._valued = self._valued_of()
+        return self._valued
+
+    @property
+    def all_valued(self) -> bool:
+        """Whether every file may hold a non-null value."""
+        return all(self.valued)
+
+    @property
+    def lo_bounded(self) -> bool:
+        """No None in ``lo``."""
+        return None not in self.lo
+
+    @property
+    def hi_bounded(self) -> bool:
+        """No None in ``hi``."""
+        return None not in self.hi
 
 
 _MISSING = object()
@@ -117,21 +154,25 @@ class FileColumns:
     def stats(self) -> list[dict[str, Any] | None]:
         """Each file's parsed statistics (None: absent or unreadable)."""
         if self._stats is None:
-            exact = self._owner._exact
-            parsed = [parse_stats(f.stats, exact=exact) if f.stats else None for f in self.files]
-            self._stats = [p if type(p) is dict else None for p in parsed]
+            self._stats = parse_stats_objects(
+                [f.stats for f in self.files], exact=self._owner._exact
+            )
         return self._stats
-
-    def _parse(self, text: str | None) -> dict[str, Any] | None:
-        parsed = parse_stats(text, exact=self._owner._exact) if text else None
-        return parsed if type(parsed) is dict else None
 
     def num_records(self, i: int) -> int | None:
         """File ``i``'s ``numRecords``; statistics are parsed for it alone if not yet read."""
         if self._nums is not None:
             return self._nums[i]
-        stats = self._stats[i] if self._stats is not None else self._parse(self.files[i].stats)
+        if self._stats is not None:
+            stats = self._stats[i]
+        else:
+            stats = parse_stats_objects([self.files[i].stats], exact=self._owner._exact)[0]
         return None if stats is None else num_records_of(stats)
+
+    def _all_num_records(self) -> list[int | None]:
+        if self._nums is None:
+            self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
+        return self._nums
 
     def views(self) -> list[_FileView]:
         """The files as ``file_may_match`` sees them, for the expressions compiled per file."""
@@ -157,86 +198,64 @@ class FileColumns:
         if spec is None:
             spec = o._columns[name] = o.spec(name)
         f, kind, find, seen = spec
+        if seen is not None:
+            return self._partition_bounds(f, kind, find, seen)
+        if f is None or kind is None:
+            unknown = [True] * self.n
+            return Bounds([None] * self.n, [None] * self.n, unknown, unknown)
+        return self._stats_bounds(f, kind, find)
+
+    def _partition_bounds(
+        self,
+        f: StructField | None,
+        kind: Kind | None,
+        find: _Lookup,
+        seen: dict[str | None, _Entry],
+    ) -> Bounds:
         lo: list[Any] = []
-        hi: list[Any] = []
         valued: list[bool] = []
         unknown: list[bool] = []
-        if seen is not None:
-            layouts = find.layouts
-            for file in self.files:
-                pv = file.partition_values
-                # The lookup's cached key, inline: this runs once per file and column.
-                key = layouts.get(tuple(pv), _MISSING) if type(pv) is dict else None
-                raw = find(pv) if key is _MISSING else None if key is None else pv[key]
-                entry = seen.get(raw)
-                if entry is None:
-                    rng = partition_range(raw, f, kind)
-                    if rng is None or rng.kind is None:
-                        entry = (None, True, True)
-                    else:
-                        entry = (_value(rng.lo), rng.may_have_value, False)
-                    if len(seen) < _MAX_LAYOUTS:
-                        seen[raw] = entry
-                lo.append(entry[0])
-                valued.append(entry[1])
-                unknown.append(entry[2])
-            hi = lo
-        elif f is None or kind is None:
-            lo = hi = [None] * self.n
-            valued = unknown = [True] * self.n
-        else:
-            self._stats_bounds(f, kind, find, lo, hi, valued, unknown)
-        return Bounds(
-            lo,
-            hi,
-            valued,
-            unknown,
-            all(valued),
-            None not in lo,
-            None not in hi,
-        )
+        layouts = find.layouts
+        for file in self.files:
+            pv = file.partition_values
+            # The lookup's cached key, inline: this runs once per file and column.
+            key = layouts.get(tuple(pv), _MISSING) if type(pv) is dict else None
+            raw = find(pv) if key is _MISSING else None if key is None else pv[key]
+            entry = seen.get(raw)
+            if entry is None:
+                rng = partition_range(raw, f, kind)
+                if rng is None or rng.kind is None:
+                    entry = (None, True, True)
+                else:
+                    entry = (_value(rng.lo), rng.may_have_value, False)
+                if len(seen) < _MAX_LAYOUTS:
+                    seen[raw] = entry
+            lo.append(entry[0])
+            valued.append(entry[1])
+            unknown.append(entry[2])
+        return Bounds(lo, lo, unknown, valued)
 
-    def _stats_bounds(
-        self,
-        f: StructField,
-        kind: Kind,
-        find: _Lookup,
-        lo: list[Any],
-        hi: list[Any],
-        valued: list[bool],
-        unknown: list[bool],
-    ) -> None:
+    def _stats_bounds(self, f: StructField, kind: Kind, find: _Lookup) -> Bounds:
         # Bounds already of the column's final type are taken as they are; anything else
         # (floats read exactly, dates, timestamps, widened types) goes through the rule.
         fast = _FAST_TYPES.get(kind) if _TYPE_CHANGES not in f.metadata else None
-        nums = self._nums
-        if nums is None:
-            nums = self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
+        all_stats = self.stats()
         cached = find.layouts.get
-        add_lo, add_hi, add_valued, add_unknown = (
-            lo.append,
-            hi.append,
-            valued.append,
-            unknown.append,
-        )
-        for i, stats in enumerate(self.stats()):
+        lo: list[Any] = []
+        hi: list[Any] = []
+        add_lo, add_hi = lo.append, hi.append
+        for i, stats in enumerate(all_stats):
             if stats is None:
                 add_lo(None)
                 add_hi(None)
-                add_valued(True)
-                add_unknown(True)
                 continue
             # The lookup's cached keys, inline: this runs once per file and column.
             mins: Any = stats.get("minValues")
             maxes: Any = stats.get("maxValues")
-            counts: Any = stats.get("nullCount")
             k = cached(tuple(mins), _MISSING) if type(mins) is dict else None
             raw_lo = find(mins) if k is _MISSING else None if k is None else mins[k]
             k = cached(tuple(maxes), _MISSING) if type(maxes) is dict else None
             raw_hi = find(maxes) if k is _MISSING else None if k is None else maxes[k]
-            k = cached(tuple(counts), _MISSING) if type(counts) is dict else None
-            nulls = find(counts) if k is _MISSING else None if k is None else counts[k]
-            n = nums[i]
             if (
                 fast is not None
                 and (raw_lo is None or type(raw_lo) is fast)
@@ -244,21 +263,27 @@ class FileColumns:
             ):
                 add_lo(raw_lo)
                 add_hi(raw_hi)
-                add_valued(may_hold_value(nulls, n))
             else:
                 rng = stats_range(
                     f,
                     kind,
-                    n,
-                    nulls,
+                    self.num_records(i),
+                    find(stats.get("nullCount")),
                     raw_lo,
                     raw_hi,
                     partial(_exact_bounds, self.files[i].stats, find),
                 )
                 add_lo(_value(rng.lo))
                 add_hi(_value(rng.hi))
-                add_valued(rng.may_have_value)
-            add_unknown(False)
+        unknown = [s is None for s in all_stats]
+        return Bounds(lo, hi, unknown, partial(self._stats_valued, find))
+
+    def _stats_valued(self, find: _Lookup) -> list[bool]:
+        # A file without statistics may hold anything.
+        return [
+            True if s is None else may_hold_value(find(s.get("nullCount")), n)
+            for s, n in zip(self.stats(), self._all_num_records(), strict=True)
+        ]
 
 
 # Kinds whose statistics, as JSON decodes them, already are the values the rule would make.

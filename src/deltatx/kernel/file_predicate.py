@@ -38,7 +38,7 @@ from deltatx.kernel.expressions import (
     Literal,
     Or,
 )
-from deltatx.kernel.file_columns import ColumnReader, FileColumns
+from deltatx.kernel.file_columns import Bounds, ColumnReader, FileColumns
 from deltatx.kernel.schema import StructType
 from deltatx.kernel.values import (
     TIMESTAMP_KINDS,
@@ -70,8 +70,11 @@ class FilePredicate:
         """The index of the first file that may hold a matching row, or None if none may."""
         if not files:
             return None
-        batch = self._reader.read(files)
-        hits = self._test(batch).to_bytes(len(files), "little")
+        batch = FileColumns(self._reader, files)
+        mask = self._test(batch)
+        if not mask:
+            return None
+        hits = mask.to_bytes(len(files), "little")
         i = hits.find(1)
         while i >= 0:
             if batch.num_records(i) != 0:
@@ -227,24 +230,36 @@ def _any_range(
     def test(batch: FileColumns) -> int:
         col = batch.column(name)
         hits: list[bool] = []
-        for lo, hi, valued in zip(col.lo, col.hi, col.valued, strict=True):
+        add = hits.append
+        for lo, hi in zip(col.lo, col.hi, strict=True):
             k = count if hi is None else passed(lows, hi)
-            if not valued or k == 0:
-                hits.append(False)
+            if k == 0:
+                add(False)
             elif lo is None:
-                hits.append(True)
+                add(True)
             else:
-                hits.append(lo < most[k - 1] if strict else lo <= most[k - 1])
-        return _mask_of(hits)
+                add(lo < most[k - 1] if strict else lo <= most[k - 1])
+        return _only_valued(hits, col)
 
     return test
+
+
+def _only_valued(hits: list[bool], col: Bounds) -> int:
+    """The mask of ``hits`` without the files whose values are all NULL.
+
+    Such a file makes no comparison TRUE; whether a file is one is read only when some
+    file's bounds let it through.
+    """
+    if True not in hits or col.all_valued:
+        return _mask_of(hits)
+    return _mask_of([h and v for h, v in zip(hits, col.valued, strict=True)])
 
 
 def _value_in(name: str, literals: frozenset[Any]) -> _Test:
     def lookup(batch: FileColumns) -> int:
         col = batch.column(name)
         # A NULL partition value has no bound and is in no set; an unreadable one may match.
-        if any(col.unknown):
+        if True in col.unknown:
             return _mask_of([v in literals or u for v, u in zip(col.lo, col.unknown, strict=True)])
         return _mask_of([v in literals for v in col.lo])
 
@@ -345,10 +360,7 @@ def _ordered(name: str, op: ComparisonOp, c: Any) -> _Test:
             hits = [
                 (a is None or a <= c) and (b is None or b >= c) for a, b in zip(lo, hi, strict=True)
             ]
-        if not col.all_valued:
-            # A file whose values are all NULL makes no comparison TRUE.
-            hits = [h and v for h, v in zip(hits, col.valued, strict=True)]
-        return _mask_of(hits)
+        return _only_valued(hits, col)
 
     return test
 
@@ -370,9 +382,7 @@ def _unordered(name: str, op: ComparisonOp, c: Any) -> _Test:
     """``_compare_range``'s TRUE bit where a bound may not compare with the literal (NaN)."""
     decide = _MAY_BE_TRUE[op]
 
-    def one(lo: Any, hi: Any, valued: bool) -> bool:
-        if not valued:
-            return False
+    def one(lo: Any, hi: Any) -> bool:
         cmp_lo = cmp_hi = None
         if lo is not None:
             cmp_lo = compare(lo, c)
@@ -386,6 +396,6 @@ def _unordered(name: str, op: ComparisonOp, c: Any) -> _Test:
 
     def test(batch: FileColumns) -> int:
         col = batch.column(name)
-        return _mask_of(list(map(one, col.lo, col.hi, col.valued)))
+        return _only_valued(list(map(one, col.lo, col.hi)), col)
 
     return test

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from deltatx.kernel import file_columns
+from deltatx.kernel import evaluation, file_columns
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import _FileView
 from deltatx.kernel.file_columns import ColumnReader
@@ -72,14 +72,19 @@ def test_columns_agree_with_the_file_view(name: str) -> None:
 
 
 def test_statistics_are_parsed_once_per_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    real = file_columns.parse_stats
+    calls: list[str | None] = []
+    real, real_batch = file_columns.parse_stats, file_columns.parse_stats_objects
 
     def counting(text: str, *, exact: bool) -> Any:
         calls.append(text)
         return real(text, exact=exact)
 
+    def counting_batch(texts: list[str | None], *, exact: bool) -> Any:
+        calls.extend(texts)
+        return real_batch(texts, exact=exact)
+
     monkeypatch.setattr(file_columns, "parse_stats", counting)
+    monkeypatch.setattr(file_columns, "parse_stats_objects", counting_batch)
     batch = ColumnReader(SCHEMA, ["p"]).read(FILES[:2])
     for name in ("id", "s", "id", "d"):
         batch.column(name)
@@ -93,3 +98,22 @@ def test_num_records_and_partition_values_of_odd_files() -> None:
     assert batch.num_records(4) == 1
     assert batch.num_records(2) is None
     assert batch.column("p").lo == [1, 2, None, None, 3]
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_statistics_parsed_together_agree_with_one_by_one(exact: bool) -> None:
+    texts = [
+        None,
+        "",
+        '{"numRecords":2,"minValues":{"id":1.5}}',
+        "[1, 2]",  # JSON, but not an object
+        '{"numRecords":NaN}',  # only the standard parser reads it
+        '{"numRecords":123456789012345678901234567890}',  # beyond 64 bits
+        "{not json",
+    ]
+    expected = []
+    for text in texts:
+        parsed = evaluation.parse_stats(text, exact=exact) if text else None
+        expected.append(parsed if isinstance(parsed, dict) else None)
+    got = evaluation.parse_stats_objects(texts, exact=exact)
+    assert repr(got) == repr(expected)
