@@ -40,6 +40,7 @@ from deltatx.log.row_level.arrow_assignments import (
     assigned_column,
 )
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
 from deltatx.spark.commands.change_data import records_changes
 from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.datasource.task_files import TaskFiles, WritePlan
@@ -100,6 +101,7 @@ def update_on_driver(
         predicate=None,
         column_mapping=mode,
     )
+    step("writing")
     out = TaskFiles(plan)
     try:
         for index, rows in sorted(matched.items()):
