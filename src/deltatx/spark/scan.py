@@ -181,7 +181,7 @@ def files_to_dataframe(
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
-    if len(files) <= _MAP_LIMIT or (not columns and len(files) <= _SIZE_SEARCH_LIMIT):
+    if len(files) <= _MAP_LIMIT:
         tied, looked_up = _looked_up(files, keys, columns, file_key)
         if tied is not None:
             rows = rows.select("*", tied.alias(_TIED_INDEX))
@@ -294,19 +294,14 @@ def _union_of_partitions(
     return functools.reduce(DataFrame.union, parts)
 
 
-# Up to this many files, each row's file index and partition values are looked up in literal
-# maps (constant-folded into the plan) rather than by a broadcast join, which costs about as
-# much as the scan itself. Spark searches a map literal's keys one by one, so past a few dozen
-# files the join is cheaper (measured: maps win at 20 and 60 files, lose at 200).
+# Up to this many files, each row's file index is found by a binary search over the file sizes
+# and its partition values in literal arrays (constant-folded into the plan) rather than by a
+# broadcast join, which costs about as much as the scan itself. Past it the join is cheaper
+# (measured on a 200-file compaction: 1.6 s against 2.5 s for the search).
 _MAP_LIMIT = 64
 # Up to this many files, the join looks paths spelt as expected up as they are; the set of
 # spellings travels with every task, so past it each row's path is normalised instead.
 _EXACT_LIMIT = 4096
-
-
-# Up to this many files of an unpartitioned table, a row's file is found by a binary search
-# over the sizes (depth 10 at most), which stays cheaper than the broadcast join.
-_SIZE_SEARCH_LIMIT = 1024
 
 
 def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
