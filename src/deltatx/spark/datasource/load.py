@@ -31,6 +31,7 @@ from deltatx.spark.datasource.options import (
     int_option,
     table_path,
 )
+from deltatx.spark.datasource.save import record_calls
 
 _STATE = "_deltatx_read_state"
 _INSTALLED = "_deltatx_read_installed"
@@ -45,17 +46,6 @@ def _state(reader: DataFrameReader) -> dict[str, Any]:
         state = {"format": None, "schema": False, "options": {}}
         reader.__dict__[_STATE] = state
     return state
-
-
-def _recording(name: str, record: Any) -> None:
-    original = getattr(DataFrameReader, name)
-
-    @functools.wraps(original)
-    def method(self: DataFrameReader, *args: Any, **kwargs: Any) -> Any:
-        record(_state(self), *args, **kwargs)
-        return original(self, *args, **kwargs)
-
-    setattr(DataFrameReader, name, method)
 
 
 def native_read(reader: DataFrameReader, options: Mapping[str, Any]) -> DataFrame | None:
@@ -103,22 +93,10 @@ def install(formats: frozenset[str]) -> None:
         return
     setattr(DataFrameReader, _INSTALLED, True)
 
-    def set_format(state: dict[str, Any], source: str) -> None:
-        state["format"] = source
-
     def set_schema(state: dict[str, Any], schema: Any) -> None:
         state["schema"] = True
 
-    def set_option(state: dict[str, Any], key: str, value: Any) -> None:
-        state["options"][key] = value
-
-    def set_options(state: dict[str, Any], **options: Any) -> None:
-        state["options"].update(options)
-
-    _recording("format", set_format)
-    _recording("schema", set_schema)
-    _recording("option", set_option)
-    _recording("options", set_options)
+    record_calls(DataFrameReader, _state, {"schema": set_schema})
     original_load = DataFrameReader.load
 
     @functools.wraps(original_load)

@@ -78,15 +78,49 @@ def _state(writer: DataFrameWriter) -> dict[str, Any]:
     return state
 
 
-def _recording(name: str, record: Callable[..., None]) -> None:
-    original = getattr(DataFrameWriter, name)
+def _note_format(state: dict[str, Any], source: str) -> None:
+    state["format"] = source
 
-    @functools.wraps(original)
-    def method(self: DataFrameWriter, *args: Any, **kwargs: Any) -> Any:
-        record(_state(self), *args, **kwargs)
+
+def _note_option(state: dict[str, Any], key: str, value: Any) -> None:
+    state["options"][key] = value
+
+
+def _note_options(state: dict[str, Any], **options: Any) -> None:
+    state["options"].update(options)
+
+
+def record_calls(
+    cls: type,
+    state: Callable[[Any], dict[str, Any]],
+    notes: Mapping[str, Callable[..., None]],
+) -> None:
+    """Makes the builder methods of a PySpark reader or writer note what they were told.
+
+    ``format``, ``option`` and ``options`` are always noted (under ``format`` and
+    ``options``); ``notes`` adds the class's own, by method name.
+    """
+    every: dict[str, Callable[..., None]] = {
+        "format": _note_format,
+        "option": _note_option,
+        "options": _note_options,
+        **notes,
+    }
+    for name, note in every.items():
+        original = getattr(cls, name)
+        setattr(cls, name, functools.wraps(original)(_noting(original, note, state)))
+
+
+def _noting(
+    original: Callable[..., Any],
+    note: Callable[..., None],
+    state: Callable[[Any], dict[str, Any]],
+) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        note(state(self), *args, **kwargs)
         return original(self, *args, **kwargs)
 
-    setattr(DataFrameWriter, name, method)
+    return method
 
 
 def _flatten(cols: Any) -> list[str]:
@@ -105,26 +139,13 @@ def install(formats: frozenset[str]) -> None:
         return
     setattr(DataFrameWriter, _INSTALLED, True)
 
-    def set_format(state: dict[str, Any], source: str) -> None:
-        state["format"] = source
-
     def set_mode(state: dict[str, Any], mode: str | None) -> None:
         state["mode"] = mode
-
-    def set_option(state: dict[str, Any], key: str, value: Any) -> None:
-        state["options"][key] = value
-
-    def set_options(state: dict[str, Any], **options: Any) -> None:
-        state["options"].update(options)
 
     def set_partition_by(state: dict[str, Any], *cols: Any) -> None:
         state["partition_by"] = _flatten(cols)
 
-    _recording("format", set_format)
-    _recording("mode", set_mode)
-    _recording("option", set_option)
-    _recording("options", set_options)
-    _recording("partitionBy", set_partition_by)
+    record_calls(DataFrameWriter, _state, {"mode": set_mode, "partitionBy": set_partition_by})
 
     original_save = DataFrameWriter.save
     original_save_as_table = DataFrameWriter.saveAsTable
