@@ -574,17 +574,17 @@ def conflict_fixture(
 
 
 def check_all(pending: PendingCommit, winners: list[WinningCommit]) -> None:
-    """Runs a fresh checker over every winner (raises if one conflicts)."""
-    checker = ConflictChecker(pending)
-    for w in winners:
-        checker.check(w)
+    """Runs a fresh checker over the winners, as a rebase does (raises if one conflicts)."""
+    ConflictChecker(pending).check_all(winners)
 
 
 def parse_and_check_all(pending: PendingCommit, raw: list[bytes]) -> None:
     """What a rebase does per winner: parse its JSON, build the view, check."""
-    checker = ConflictChecker(pending)
-    for version, data in enumerate(raw, start=1):
-        checker.check(WinningCommit(version=version, actions=tuple(parse_commit(data, where="w"))))
+    winners = [
+        WinningCommit(version=version, actions=tuple(parse_commit(data, where="w")))
+        for version, data in enumerate(raw, start=1)
+    ]
+    ConflictChecker(pending).check_all(winners)
 
 
 def _cpu(op: Callable[[], object], runs: int) -> Stats:

@@ -248,9 +248,36 @@ def pending_for(case: Case, level: IsolationLevel, *, forced: bool) -> PendingCo
 
 
 def run(case: Case, level: IsolationLevel, *, forced: bool = False) -> None:
-    checker = ConflictChecker(pending_for(case, level, forced=forced))
-    for i, w in enumerate(case.winners):
-        checker.check(w.commit(case.first_winner_version + i))
+    """Checks A against each winner in turn, and again against all of them at once (as the
+    commit loop does); both must raise the same conflict, which is raised."""
+    pending = pending_for(case, level, forced=forced)
+    winners = [w.commit(case.first_winner_version + i) for i, w in enumerate(case.winners)]
+    one_by_one = outcome_of(lambda: each(pending, winners))
+    at_once = outcome_of(lambda: ConflictChecker(pending).check_all(winners))
+    assert describe(at_once) == describe(one_by_one)
+    if one_by_one is not None:
+        raise one_by_one
+
+
+def each(pending: PendingCommit, winners: Sequence[WinningCommit]) -> None:
+    checker = ConflictChecker(pending)
+    for w in winners:
+        checker.check(w)
+
+
+def outcome_of(check: Callable[[], None]) -> ConcurrentModificationException | None:
+    try:
+        check()
+    except ConcurrentModificationException as exc:
+        return exc
+    return None
+
+
+def describe(exc: ConcurrentModificationException | None) -> tuple[Any, ...] | None:
+    """Everything a conflict tells: its kind, message and attributes."""
+    if exc is None:
+        return None
+    return (type(exc), str(exc), sorted((k, repr(v)) for k, v in vars(exc).items()))
 
 
 def outcome_ids(cases: Sequence[Case]) -> list[str]:

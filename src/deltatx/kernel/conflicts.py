@@ -9,7 +9,8 @@ delete/delete conflict (the docs: two compactions rewriting the same files).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from deltatx.errors import (
@@ -213,9 +214,17 @@ class ConflictChecker:
         )
         preds = pending.read_set.predicates
         self._predicate: Expression = or_(*preds)
-        self._file_predicate = FilePredicate(
-            self._predicate, schema=pending.schema, partition_columns=pending.partition_columns
-        )
+        # Compiled when a winner first adds files this check must ask it about.
+        self._compiled: FilePredicate | None = None
+
+    @property
+    def _file_predicate(self) -> FilePredicate:
+        if self._compiled is None:
+            pending = self.pending
+            self._compiled = FilePredicate(
+                self._predicate, schema=pending.schema, partition_columns=pending.partition_columns
+            )
+        return self._compiled
 
     def check(self, winner: WinningCommit) -> None:
         """Raises the conflict the winner causes, if any.
@@ -246,6 +255,47 @@ class ConflictChecker:
         self._check_delete_delete(winner)
         self._check_appends(winner)
         self._check_delete_read(winner)
+
+    def check_all(self, winners: Sequence[WinningCommit]) -> None:
+        """Raises the first conflict of the winners, in version order, as ``check`` on each would.
+
+        The files added by consecutive winners that only add files (the usual winners) are
+        asked of the read predicate as one batch.
+
+        Args:
+            winners: Commits that landed after the pending transaction's read version, in
+                version order.
+
+        Raises:
+            ConcurrentModificationException: The first conflict, as :meth:`check` raises it.
+        """
+        start = 0
+        for i, winner in enumerate(winners):
+            if not winner._only_adds:
+                self._check_appends_of(winners[start:i])
+                self.check(winner)
+                start = i + 1
+        self._check_appends_of(winners[start:])
+
+    def _check_appends_of(self, appends: Sequence[WinningCommit]) -> None:
+        """C7 for winners that only add files, all of their files at once."""
+        if not self._appends_matter or not appends:
+            return
+        if len(appends) == 1:
+            self._check_appends(appends[0])
+            return
+        files: list[AddFile] = []
+        owners: list[WinningCommit] = []
+        starts: list[int] = []
+        for winner in appends:
+            added = self._appended(winner)
+            if added:
+                owners.append(winner)
+                starts.append(len(files))
+                files += added
+        hit = self._first_hit(files)
+        if hit is not None:
+            self._raise_append(owners[bisect_right(starts, hit) - 1], files[hit])
 
     # C1 -------------------------------------------------------------------------------------
 
@@ -383,33 +433,41 @@ class ConflictChecker:
     # C7 -------------------------------------------------------------------------------------
 
     def _check_appends(self, winner: WinningCommit) -> None:
+        hit_files = self._appended(winner)
+        hit = self._first_hit(hit_files)
+        if hit is not None:
+            self._raise_append(winner, hit_files[hit])
+
+    def _appended(self, winner: WinningCommit) -> list[AddFile]:
+        """The winner's added files that may conflict, if its appends matter at all."""
         if not self._appends_matter or not winner._adds:
-            return
+            return []
         if self._blind_appends_pass and winner.is_blind_append:
-            return  # the Delta code: WriteSerializable ignores blind appends
-        pending = self.pending
-        read = pending.read_set
+            return []  # the Delta code: WriteSerializable ignores blind appends
         # A compaction's output holds rows that were already in the table; if they were ones
         # this transaction read, the delete/read check catches the removed source.
-        added = [a for a in winner._adds if a.data_change]
+        return [a for a in winner._adds if a.data_change]
+
+    def _first_hit(self, added: Sequence[AddFile]) -> int | None:
+        """The first of ``added`` that the pending transaction should have read, if any."""
         if not added:
-            return
+            return None
+        read = self.pending.read_set
         if read.read_whole_table:
-            hit: int | None = 0
-        elif read.predicates:
-            # All of the winner's files at once, read column by column.
-            hit = self._file_predicate.first_match(added)
-        else:
-            hit = None
-        if hit is not None:
-            add = added[hit]
-            raise ConcurrentAppendException(
-                winning_version=winner.version,
-                winning_operation=winner.operation,
-                file=add.path,
-                partition_values=add.partition_values if pending.partition_columns else None,
-                hint=self._append_hint(winner, add),
-            )
+            return 0
+        if read.predicates:
+            # All of the files at once, read column by column.
+            return self._file_predicate.first_match(added)
+        return None
+
+    def _raise_append(self, winner: WinningCommit, add: AddFile) -> None:
+        raise ConcurrentAppendException(
+            winning_version=winner.version,
+            winning_operation=winner.operation,
+            file=add.path,
+            partition_values=add.partition_values if self.pending.partition_columns else None,
+            hint=self._append_hint(winner, add),
+        )
 
     def _append_hint(self, winner: WinningCommit, add: AddFile) -> str:
         pending = self.pending

@@ -181,6 +181,10 @@ def _require(snapshot: Snapshot | None) -> Snapshot:
     return snapshot
 
 
+# Winners read before they are checked together: a bound on what a far-behind commit holds.
+_WINNERS_AT_ONCE = 64
+
+
 def commit(
     log: DeltaLog,
     *,
@@ -287,18 +291,24 @@ def commit(
         latest = log.latest_version()
         if checker is None:
             checker = checker_for(plan.pending)
-        for version in range(attempt_version, latest + 1):
-            winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
-            if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
-                return _published(log, version, attempt, level, blind, txn_id, props)
-            stamps.after(winner.commit_info)
+        for first in range(attempt_version, latest + 1, _WINNERS_AT_ONCE):
+            winners: list[WinningCommit] = []
+            ours: int | None = None
+            for version in range(first, min(first + _WINNERS_AT_ONCE, latest + 1)):
+                winner = WinningCommit(version=version, actions=tuple(log.read_commit(version)))
+                if winner.commit_info is not None and winner.commit_info.txn_id == txn_id:
+                    ours = version
+                    break
+                stamps.after(winner.commit_info)
+                winners.append(winner)
             step("rebasing")
             try:
-                settled = settle(log, checker, plan, winner)
+                plan, checker = settle_all(log, checker, plan, winners)
             except BaseException:
                 discard_unpublished(log, written)
                 raise
-            plan, checker = settled.plan, settled.checker
+            if ours is not None:
+                return _published(log, ours, attempt, level, blind, txn_id, props)
         attempt_version = max(latest + 1, attempt_version)
         if attempt > 3:
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
@@ -399,6 +409,39 @@ def settle(
             raise
         return Settlement(RebasePlan(rebased, plan.vectors), checker_for(rebased), None)
     return Settlement(plan, checker, None)
+
+
+def settle_all(
+    log: DeltaLog, checker: ConflictChecker, plan: RebasePlan, winners: Sequence[WinningCommit]
+) -> tuple[RebasePlan, ConflictChecker]:
+    """:func:`settle` with each winner in turn; a plain checker asks consecutive appends at once.
+
+    Returns:
+        The plan to go on with and its checker.
+
+    Raises:
+        ConcurrentModificationException: A winner conflicts with ``plan.pending``.
+    """
+    i = 0
+    while i < len(winners):
+        if type(checker) is ConflictChecker:
+            try:
+                checker.check_all(winners[i:])
+                return plan, checker
+            except ProtocolChangedException as exc:
+                # The one rebase a plain checker allows (a racing table creation).
+                while winners[i].version != exc.winning_version:
+                    i += 1
+                rebased = _rebase_table_creation(plan.pending, winners[i])
+                if rebased is None:
+                    raise
+                plan = RebasePlan(rebased, plan.vectors)
+                checker = checker_for(rebased)
+        else:
+            settled = settle(log, checker, plan, winners[i])
+            plan, checker = settled.plan, settled.checker
+        i += 1
+    return plan, checker
 
 
 _APPENDS = frozenset({OperationName.WRITE, OperationName.STREAMING_UPDATE})
