@@ -121,8 +121,15 @@ def validate_actions(
         UnsupportedFeatureError: The table needs a writer feature deltatx does not support.
         InvalidPropertyError: A table property this commit sets has a value not allowed.
     """
-    metadata = [a for a in actions if isinstance(a, Metadata)]
-    protocols = [a for a in actions if isinstance(a, ProtocolAction)]
+    metadata: list[Metadata] = []
+    protocols: list[ProtocolAction] = []
+    for a in actions:
+        if type(a) is AddFile:
+            continue  # the bulk of a large commit
+        if isinstance(a, Metadata):
+            metadata.append(a)
+        elif isinstance(a, ProtocolAction):
+            protocols.append(a)
     if len(metadata) > 1 or len(protocols) > 1:
         raise InvalidArgumentError("a commit may hold at most one metaData and one protocol")
     if read_snapshot is None and (not metadata or not protocols):
@@ -156,7 +163,9 @@ def validate_actions(
                     f"add {a.path}: partition values {sorted(a.partition_values)} do not match "
                     f"the table's partition columns {sorted(partition_columns)}"
                 )
-            key = (a.path, a.dv_id)
+            # ``a.dv_id``, inline: this runs once per added file.
+            dv = a.deletion_vector
+            key = (a.path, None if dv is None else dv.unique_id)
             if key in seen_adds:
                 raise InvalidArgumentError(f"add {a.path} appears twice in one commit")
             seen_adds.add(key)

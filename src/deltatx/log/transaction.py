@@ -211,8 +211,11 @@ class OptimisticTransaction:
     def add_files(self, files: list[AddFile]) -> None:
         """Stages new files."""
         self._check_active()
+        adds = self._adds
         for f in files:
-            self._adds[_key(f)] = f
+            # ``_key(f)``, inline: this runs once per staged file.
+            dv = f.deletion_vector
+            adds[(f.path, None if dv is None else dv.unique_id)] = f
 
     def remove_files(self, files: list[AddFile], *, data_change: bool = True) -> None:
         """Stages removal of live files; removing a file this transaction added un-stages it."""
