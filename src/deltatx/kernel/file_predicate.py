@@ -64,7 +64,7 @@ class FilePredicate:
     ) -> None:
         """Compiles ``predicate`` for files of a table with this schema and partitioning."""
         self._reader = ColumnReader(schema, partition_columns)
-        self._test = _compile(predicate, schema, {c.lower() for c in partition_columns})
+        self._test = _compile(predicate, _Scope(schema, partition_columns))
 
     def first_match(self, files: Sequence[AddFile]) -> int | None:
         """The index of the first file that may hold a matching row, or None if none may."""
@@ -97,6 +97,35 @@ class FilePredicate:
 
 # -- the compiled predicate -------------------------------------------------------------------
 
+
+class _Scope:
+    """The table a predicate is compiled for; each column's kind is looked up once."""
+
+    __slots__ = ("_kinds", "parts", "schema")
+
+    def __init__(self, schema: StructType, partition_columns: Sequence[str]) -> None:
+        self.schema = schema
+        self.parts = {c.lower() for c in partition_columns}
+        self._kinds: dict[str, Kind | None] = {}
+
+    def kind(self, lowered: str) -> Kind | None:
+        """The kind of a column, by its lower-cased name.
+
+        A partition column missing from the schema compares as text; a data column missing
+        from it has none.
+        """
+        try:
+            return self._kinds[lowered]
+        except KeyError:
+            f = self.schema.get(lowered)
+            if f is not None:
+                kind = kind_of_type(f.type)
+            else:
+                kind = Kind.STRING if lowered in self.parts else None
+            self._kinds[lowered] = kind
+            return kind
+
+
 # A node answers for a whole batch: byte ``i`` of the integer is 1 when file ``i`` may match.
 _Test = Callable[[FileColumns], int]
 # Kinds whose equal values hash alike, so that an OR of equalities becomes one set lookup.
@@ -110,12 +139,12 @@ def _mask_of(hits: list[bool]) -> int:
     return int.from_bytes(bytes(hits), "little")
 
 
-def _compile(expr: Expression, schema: StructType, parts: set[str]) -> _Test:
+def _compile(expr: Expression, scope: _Scope) -> _Test:
     """``_may_be_true`` of one expression for a batch, as a closure over its compiled tree."""
     if isinstance(expr, Or):
-        return _compile_or(expr.children, schema, parts)
+        return _compile_or(expr.children, scope)
     if isinstance(expr, And):
-        tests = tuple(_compile(c, schema, parts) for c in expr.children)
+        tests = tuple(_compile(c, scope) for c in expr.children)
 
         def all_true(batch: FileColumns) -> int:
             acc = batch.ones
@@ -133,9 +162,9 @@ def _compile(expr: Expression, schema: StructType, parts: set[str]) -> _Test:
     ):
         # IN is TRUE exactly where one of its equalities is (``_mask`` ORs them).
         equalities = [Comparison(ComparisonOp.EQ, expr.value, o) for o in expr.options]
-        return _compile_or(tuple(equalities), schema, parts)
+        return _compile_or(tuple(equalities), scope)
     if isinstance(expr, Comparison):
-        leaf = _compile_comparison(expr, schema, parts)
+        leaf = _compile_comparison(expr, scope)
         if leaf is not None:
             return leaf
 
@@ -145,7 +174,7 @@ def _compile(expr: Expression, schema: StructType, parts: set[str]) -> _Test:
     return per_file
 
 
-def _compile_or(children: Sequence[Expression], schema: StructType, parts: set[str]) -> _Test:
+def _compile_or(children: Sequence[Expression], scope: _Scope) -> _Test:
     # Equalities on one partition column (the usual read set of partition-wise writers) become
     # one lookup of each file's partition value in a set of literals.
     values: dict[str, set[Any]] = {}
@@ -154,17 +183,17 @@ def _compile_or(children: Sequence[Expression], schema: StructType, parts: set[s
     ranges: dict[tuple[str, ComparisonOp, ComparisonOp], tuple[str, list[tuple[Any, Any]]]] = {}
     tests: list[_Test] = []
     for child in children:
-        equality = _partition_equality(child, schema, parts)
+        equality = _partition_equality(child, scope)
         if equality is not None:
             values.setdefault(equality[0], set()).add(equality[1])
             continue
-        pair = _range_pair(child, schema, parts)
+        pair = _range_pair(child, scope)
         if pair is not None:
             name, low_op, low, high_op, high = pair
             group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
             group[1].append((low, high))
             continue
-        tests.append(_compile(child, schema, parts))
+        tests.append(_compile(child, scope))
     sets = [_value_in(name, frozenset(literals)) for name, literals in values.items()]
     spans = [
         _any_range(name, low_op, high_op, bounds)
@@ -189,15 +218,17 @@ _UPPER_OPS = frozenset({ComparisonOp.LT, ComparisonOp.LE})
 
 
 def _range_pair(
-    expr: Expression, schema: StructType, parts: set[str]
+    expr: Expression, scope: _Scope
 ) -> tuple[str, ComparisonOp, Any, ComparisonOp, Any] | None:
     """``c >= a AND c < b`` (any strictness, either order) on one ordered column, or None."""
     if not isinstance(expr, And) or len(expr.children) != 2:
         return None
-    leaves = [_leaf(c, schema, parts) for c in expr.children]
-    if any(leaf is None or not leaf[3] for leaf in leaves):
+    first = _leaf(expr.children[0], scope)
+    if first is None or not first[3]:
         return None
-    first, second = (leaf for leaf in leaves if leaf is not None)
+    second = _leaf(expr.children[1], scope)
+    if second is None or not second[3]:
+        return None
     if first[0].lower() != second[0].lower():
         return None
     if first[1] in _UPPER_OPS:
@@ -266,9 +297,7 @@ def _value_in(name: str, literals: frozenset[Any]) -> _Test:
     return lookup
 
 
-def _partition_equality(
-    expr: Expression, schema: StructType, parts: set[str]
-) -> tuple[str, Any] | None:
+def _partition_equality(expr: Expression, scope: _Scope) -> tuple[str, Any] | None:
     """(column, coerced literal) of ``partition_column = literal`` where a set can decide it."""
     if not isinstance(expr, Comparison) or expr.op is not ComparisonOp.EQ:
         return None
@@ -277,32 +306,30 @@ def _partition_equality(
         left, right = right, left
     if not (isinstance(left, Column) and isinstance(right, Literal)) or right.value is None:
         return None
-    if left.name.lower() not in parts:
+    name = left.name.lower()
+    if name not in scope.parts:
         return None
-    f = schema.get(left.name)
-    kind = kind_of_type(f.type) if f is not None else Kind.STRING
+    kind = scope.kind(name)
     if kind not in _HASHABLE_KINDS:
         return None
     if kind is not Kind.BOOLEAN and isinstance(right.value, bool):
         return None
     try:
-        return left.name.lower(), coerce_literal(right.value, kind).value
+        return name, coerce_literal(right.value, kind).value
     except Uncoercible:
         return None
 
 
-def _compile_comparison(expr: Comparison, schema: StructType, parts: set[str]) -> _Test | None:
+def _compile_comparison(expr: Comparison, scope: _Scope) -> _Test | None:
     """``column op literal`` with the literal coerced once, as a test of the column's bounds."""
-    leaf = _leaf(expr, schema, parts)
+    leaf = _leaf(expr, scope)
     if leaf is None:
         return None
     name, op, literal, ordered = leaf
     return (_ordered if ordered else _unordered)(name, op, literal)
 
 
-def _leaf(
-    expr: Expression, schema: StructType, parts: set[str]
-) -> tuple[str, ComparisonOp, Any, bool] | None:
+def _leaf(expr: Expression, scope: _Scope) -> tuple[str, ComparisonOp, Any, bool] | None:
     """``column op literal`` as (column, op, coerced literal, whether the kind is ordered).
 
     None where only the per-file rule is right: timestamps (with their zone slack), NULL or
@@ -315,13 +342,7 @@ def _leaf(
         left, right, op = right, left, _FLIPPED[op]
     if not (isinstance(left, Column) and isinstance(right, Literal)) or right.value is None:
         return None
-    f = schema.get(left.name)
-    if left.name.lower() in parts:
-        kind = kind_of_type(f.type) if f is not None else Kind.STRING
-    elif f is None:
-        return None
-    else:
-        kind = kind_of_type(f.type)
+    kind = scope.kind(left.name.lower())
     if kind is None or kind in TIMESTAMP_KINDS:
         return None
     try:
