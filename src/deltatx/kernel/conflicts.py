@@ -41,6 +41,10 @@ from deltatx.kernel.row_level.limitations import FALLBACK_HINT
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.kernel.transaction import ReadSet
 
+# Files asked of the read predicate at once: enough to spread the fixed cost of a batch, few
+# enough that their parsed statistics stay small (many live objects make collections slow).
+_BATCH_FILES = 256
+
 # Row tracking reassigns row ids instead of failing when both commits touch this domain.
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 
@@ -293,6 +297,15 @@ class ConflictChecker:
                 owners.append(winner)
                 starts.append(len(files))
                 files += added
+                if len(files) >= _BATCH_FILES:
+                    self._raise_first_hit(files, owners, starts)
+                    files, owners, starts = [], [], []
+        self._raise_first_hit(files, owners, starts)
+
+    def _raise_first_hit(
+        self, files: list[AddFile], owners: list[WinningCommit], starts: list[int]
+    ) -> None:
+        """C7 for the files of ``owners`` (file ``starts[i]`` on are ``owners[i]``'s)."""
         hit = self._first_hit(files)
         if hit is not None:
             self._raise_append(owners[bisect_right(starts, hit) - 1], files[hit])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deltatx.kernel import conflicts
 from deltatx.kernel.actions import Action, AddFile, CommitInfo
 from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
 from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, Literal, and_
@@ -106,20 +108,27 @@ def _pending(draw: st.DrawFn) -> PendingCommit:
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), _pending(), st.integers(1, 8))
+@given(st.data(), _pending(), st.integers(1, 8), st.sampled_from([3, conflicts._BATCH_FILES]))
 def test_check_all_raises_what_checking_each_winner_raises(
-    data: st.DataObject, pending: PendingCommit, count: int
+    data: st.DataObject, pending: PendingCommit, count: int, batch: int
 ) -> None:
-    """The same conflict (kind, winner, file, message) or none, whatever the mix of winners."""
+    """The same conflict (kind, winner, file, message) or none, whatever the mix of winners
+    and however many files are asked at once."""
     winners = [data.draw(_winner(version)) for version in range(2, 2 + count)]
     one_by_one = outcome_of(lambda: each(pending, winners))
-    at_once = outcome_of(lambda: ConflictChecker(pending).check_all(winners))
+    default, conflicts._BATCH_FILES = conflicts._BATCH_FILES, batch
+    try:
+        at_once = outcome_of(lambda: ConflictChecker(pending).check_all(winners))
+    finally:
+        conflicts._BATCH_FILES = default
     assert describe(at_once) == describe(one_by_one)
 
 
-def test_the_first_conflicting_append_is_named() -> None:
+@pytest.mark.parametrize("batch", [1, 2, 3, 256])
+def test_the_first_conflicting_append_is_named(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Of several appends asked at once, the conflict names the first winner and file that
-    the read predicate covers."""
+    the read predicate covers, whichever batches the files fall into."""
+    monkeypatch.setattr(conflicts, "_BATCH_FILES", batch)
     read = Comparison(ComparisonOp.EQ, Column("part"), Literal("b"))
     pending = PendingCommit(
         read_version=1,
@@ -133,13 +142,14 @@ def test_the_first_conflicting_append_is_named() -> None:
     )
     winners = [
         WinningCommit(version=2, actions=(add("x", {"part": "a"}, stats=_stats(0, 1)),)),
-        WinningCommit(version=3, actions=(add("y", {"part": "c"}), add("z", {"part": "b"}))),
-        WinningCommit(version=4, actions=(add("w", {"part": "b"}),)),
+        WinningCommit(version=3, actions=(add("v", {"part": "a"}), add("u", {"part": "c"}))),
+        WinningCommit(version=4, actions=(add("y", {"part": "c"}), add("z", {"part": "b"}))),
+        WinningCommit(version=5, actions=(add("w", {"part": "b"}),)),
     ]
     exc = outcome_of(lambda: ConflictChecker(pending).check_all(winners))
     assert exc is not None
     assert (type(exc).__name__, exc.winning_version, exc.file) == (
         "ConcurrentAppendException",
-        3,
+        4,
         "z",
     )
