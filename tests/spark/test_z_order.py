@@ -15,19 +15,23 @@ from pyspark.sql import functions as F
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.spark.commands.optimize import _with_bucket
+from deltatx.spark.commands.optimize import _with_buckets
 
 _ROWS = 4000
 
 
-@pytest.mark.parametrize("count", [0, 1, 2, 7, 100, 255])
+_SPECIAL = [-math.inf, -1e300, -2.5e-8, -0.0, 5e-324, 0.1, 1 / 3, 1e20, math.inf]
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 7, 100, 255, -1])
 def test_bucket_counts_the_bounds_below_each_key(spark: SparkSession, count: int) -> None:
     rng = random.Random(count)
-    bounds = sorted({rng.uniform(-100.0, 100.0) for _ in range(count)})
+    # count -1: bounds that a decimal text must carry exactly (tiny, huge, infinite, -0.0).
+    bounds = _SPECIAL if count < 0 else sorted({rng.uniform(-100.0, 100.0) for _ in range(count)})
     keys: list[float | None] = [rng.uniform(-120.0, 120.0) for _ in range(300)]
-    keys += [*bounds, -math.inf, math.inf, math.nan, None, -0.0]
+    keys += [*bounds, *_SPECIAL, 0.0, math.nextafter(0.1, 1.0), math.nan, None]
     frame = spark.createDataFrame([(i, k) for i, k in enumerate(keys)], "i INT, k DOUBLE")
-    got = dict(_with_bucket(frame, "k", bounds, "b").select("i", "b").collect())
+    got = dict(_with_buckets(frame, ["k"], [bounds], ["b"]).select("i", "b").collect())
 
     def expected(key: float | None) -> int:
         if key is None:

@@ -145,28 +145,39 @@ def _order_key(df: DataFrame, name: str) -> Column:
     return col.cast("double")
 
 
-def _with_bucket(df: DataFrame, key: str, bounds: Sequence[float], name: str) -> DataFrame:
-    """``df`` with ``name``: how many of the sorted ``bounds`` lie below the column ``key``.
+def _with_buckets(
+    df: DataFrame, keys: Sequence[str], bounds: Sequence[Sequence[float]], names: Sequence[str]
+) -> DataFrame:
+    """``df`` with each of ``names``: how many of its sorted ``bounds`` lie below its ``key``.
 
     A branch-free binary search over the bounds held in one literal array, one projection per
-    bit, so a row makes :data:`_Z_BITS` array reads and comparisons in generated code. A
-    nested ``when`` per bound, its alternative without a UDF, made generated methods too large
-    for the JIT to compile: the shuffle stage of a 1M-row ZORDER BY took 3x the CPU.
+    bit, so a row makes :data:`_Z_BITS` array reads and comparisons per key in generated code.
+    A nested ``when`` per bound, its alternative without a UDF, made generated methods too
+    large for the JIT to compile: the shuffle stage of a 1M-row ZORDER BY took 3x the CPU.
 
-    NaN pads the array to ``2**_Z_BITS - 1`` bounds: Spark orders NaN above every value, so a
+    NaN pads each array to ``2**_Z_BITS - 1`` bounds: Spark orders NaN above every value, so a
     pad never lies below a key and the search stays monotone. A NULL key compares as NULL,
     which ``when`` takes as false: it falls into bucket 0.
     """
-    padded = [*bounds, *[math.nan] * (2**_Z_BITS - 1 - len(bounds))]
-    array = F.array(*[F.lit(float(b)) for b in padded])
-    out = df.withColumn(name, F.lit(0))
-    bucket, value = F.col(name), F.col(key)
+    arrays = []
+    for sorted_bounds in bounds:
+        padded = [*sorted_bounds, *[math.nan] * (2**_Z_BITS - 1 - len(sorted_bounds))]
+        # One literal string, split and cast (constant-folded by Spark): a literal per bound
+        # cost a JVM call each. repr() gives back the exact double; Spark reads 'nan' too.
+        text = F.lit(",".join(repr(float(b)) for b in padded))
+        arrays.append(F.split(text, ",").cast("array<double>"))
+    out = df.withColumns({name: F.lit(0) for name in names})
     for bit in reversed(range(_Z_BITS)):
         step = 1 << bit
-        below = F.get(array, bucket + (step - 1)) < value
-        # Each step is a projection of its own: Spark keeps them apart (the bucket is read
+        # Each step is a projection of its own: Spark keeps them apart (a bucket is read
         # twice), where one expression would repeat the previous steps at every level.
-        out = out.withColumn(name, bucket + F.when(below, step).otherwise(0))
+        out = out.withColumns(
+            {
+                name: F.col(name)
+                + F.when(F.get(array, F.col(name) + (step - 1)) < F.col(key), step).otherwise(0)
+                for key, array, name in zip(keys, arrays, names, strict=True)
+            }
+        )
     return out
 
 
@@ -184,10 +195,8 @@ def _with_z_value(df: DataFrame, columns: Sequence[str]) -> DataFrame:
     probes = [i / (2**_Z_BITS) for i in range(1, 2**_Z_BITS)]
     quantiles = keyed.select(*keys).approxQuantile(keys, probes, 0.001)
     names = [f"{_ZVALUE}{i}" for i in range(len(columns))]
-    with_buckets = keyed
-    for key, bounds, name in zip(keys, quantiles, names, strict=True):
-        distinct = sorted({b for b in bounds if b is not None and not math.isnan(b)})
-        with_buckets = _with_bucket(with_buckets, key, distinct, name)
+    distinct = [sorted({b for b in q if b is not None and not math.isnan(b)}) for q in quantiles]
+    with_buckets = _with_buckets(keyed, keys, distinct, names)
     z = F.lit(0).cast("long")
     for bit in range(_Z_BITS):
         for position, name in enumerate(names):
