@@ -73,6 +73,18 @@ class DriverSource:
         ids = pa.array(np.arange(table.num_rows, dtype=np.int64))
         return table.append_column(self.row_id, ids)
 
+    def names(self, source: DataFrame) -> bool:
+        """Whether ``source`` carries the ON condition's source alias (no job, no analysis).
+
+        Only a DataFrame whose plan ends in that alias counts (``df.alias("s")``, spelt as
+        the condition spells it): then ``s.column`` resolves to its column as Spark reads it.
+        """
+        try:
+            plan = source._jdf.queryExecution().analyzed()
+            return bool(plan.nodeName() == "SubqueryAlias" and plan.alias() == self.alias)
+        except Exception:
+            return False  # another kind of session: Spark analyses the merge
+
     def frame(self, spark: SparkSession, rows: pa.Table | None = None) -> DataFrame:
         """``rows`` (None: no row) as the source DataFrame.
 

@@ -3,7 +3,10 @@
 Only target rows a source row matches can change, so the target is read only where the
 source's join keys reach (file statistics against the keys' range) and joined with the source
 in one pass that keeps the matched pairs. A small source on key equalities is matched on the
-driver instead (:mod:`deltatx.spark.commands.merge_driver_source`).
+driver instead (:mod:`deltatx.spark.commands.merge_driver_source`); with deletion vectors,
+rows taken from the source alone are then also written there
+(:mod:`deltatx.spark.commands.merge_driver_write`), and the source's one ``toArrow`` is the
+statement's only Spark job.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltatx.errors import InvalidArgumentError, InvalidConditionError
+from deltatx.errors import InvalidArgumentError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import (
@@ -41,13 +44,12 @@ from deltatx.log.row_level.arrow_join import key_matches
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
 from deltatx.spark.commands.common import (
-    condition_column,
     file_metrics,
     record,
-    to_spark_schema,
     write_data,
 )
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
+from deltatx.spark.commands.merge_analysis import SOURCE_ROW, Analysis, analyse
 from deltatx.spark.commands.merge_clauses import (
     ACTION,
     AMBIGUOUS,
@@ -55,26 +57,22 @@ from deltatx.spark.commands.merge_clauses import (
     DROP,
     ClauseKind,
     MergeClause,
-    first_applying,
     merge_parameters,
     output_columns,
-    source_column,
 )
 from deltatx.spark.commands.merge_driver_source import (
     fits,
     plan_driver_source,
     source_size,
 )
+from deltatx.spark.commands.merge_driver_write import plan_driver_rows, write_rows
 from deltatx.spark.commands.rewrite import (
     FILE_INDEX_COLUMN,
     ROW_INDEX_COLUMN,
     read_addressed,
     replaced_vectors,
 )
-from deltatx.spark.expressions import merge_key_pairs
 from deltatx.spark.schema import quote_column
-
-SOURCE_ROW = "__deltatx_source_row"
 
 
 def stage_source_driven(
@@ -106,27 +104,6 @@ def stage_source_driven(
     deletes = {i for i, c in enumerate(clauses) if c.kind.value.endswith("delete")}
     updates = {i for i, c in enumerate(clauses) if c.kind.value.endswith("update")}
     matched_clauses = [c for c in clauses if c.kind.group == "matched"]
-    src = source.select(
-        "*",
-        *[F.col(quote_column(c)).alias(source_column(i)) for i, c in enumerate(source.columns)],
-        F.monotonically_increasing_id().alias(SOURCE_ROW),
-    )
-    on = condition_column(condition)
-    matched_action = first_applying(clauses, "matched", default=COPY)
-    matched_out = output_columns(schema, clauses, source.columns, target_alias, only=updates)
-    insert_out = output_columns(schema, clauses, source.columns, None, only=inserts)
-    insert_action = first_applying(clauses, "not_matched", default=DROP)
-    try:
-        # Analysed on no files: a bad condition fails before any Spark job runs.
-        empty = read_addressed(spark, txn, []).alias(target_alias)
-        _ = empty.join(src, on=on).withColumn(ACTION, matched_action).select(*matched_out).schema
-        _ = src.withColumn(ACTION, insert_action).select(*insert_out).schema
-        keys = _key_columns(src, condition, schema, target_alias)
-    except InvalidArgumentError:
-        raise
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InvalidConditionError(f"merge does not resolve: {first}") from None
     lone_delete = (
         len(matched_clauses) == 1
         and matched_clauses[0].kind is ClauseKind.MATCHED_DELETE
@@ -141,16 +118,54 @@ def stage_source_driven(
         clauses=clauses,
         row_id=SOURCE_ROW,
     )
-    if local is not None and not _resolves(
-        local.frame(spark), empty, on, matched_action, matched_out, insert_action, insert_out
+    written_by = (
+        plan_driver_rows(
+            txn,
+            clauses,
+            local.schema,
+            source_alias=local.alias,
+            target_alias=target_alias,
+            codec=str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy")),
+        )
+        if use_dvs and local is not None
+        else None
+    )
+    # When the driver both matches and writes, every name the merge uses was checked against
+    # the schemas above (key columns, source columns, the source's alias), so Spark's
+    # analysis of it waits until a Spark job needs it.
+    checked = (
+        local is not None
+        and written_by is not None
+        and all(c.condition is None for c in clauses)
+        and local.names(source)
+    )
+    spark_parts = (
+        None
+        if checked
+        else analyse(spark, txn, source, condition, clauses, target_alias, updates, inserts)
+    )
+
+    def parts() -> Analysis:
+        nonlocal spark_parts
+        if spark_parts is None:
+            spark_parts = analyse(
+                spark, txn, source, condition, clauses, target_alias, updates, inserts
+            )
+        return spark_parts
+
+    if (
+        local is not None
+        and spark_parts is not None
+        and not spark_parts.resolves(local.frame(spark))
     ):
         local = None
     # A source Spark cannot size (rows from a Python list) is cached and sized first.
     size = source_size(source) if local is not None else None
     if size is not None and not fits(None, size):
         local = None
-    persisted = None if local is not None and size is not None else src
+    persisted = None if local is not None and size is not None else parts().src
     new_versions: DataFrame | None = None
+    src: DataFrame | None = None
     if persisted is not None:
         src = persisted = persisted.persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -159,15 +174,13 @@ def stage_source_driven(
             assert local is not None
             # One job brings the source to the driver: its count and key range are free.
             table = local.collect(source)
-            src = F.broadcast(local.frame(spark, table))
             num_source_rows = table.num_rows
             ranges = [(name, *_min_max(table.column(c))) for name, c in local.keys]
         else:
-            num_source_rows, ranges = _summary(src, keys)
+            num_source_rows, ranges = _summary(persisted, parts().keys)
             cached_size = source_size(persisted)
             if local is not None and fits(num_source_rows, cached_size):
                 table = local.collect(persisted.select(*map(quote_column, source.columns)))
-                src = F.broadcast(local.frame(spark, table))
             else:
                 local = None
         candidates = _in_key_range(txn, predicate, ranges)
@@ -183,23 +196,37 @@ def stage_source_driven(
             if local is not None
             else None
         )
+        driver_rows: pa.Table | None = None
         if local is not None and pairs is not None:
             found = _Matches.of(_addressed(pairs, _matched_index(clauses)))
-            # Only the matched source rows meet the touched files again; the rest are inserts.
-            src = F.broadcast(local.frame(spark, table.take(found.source_rows)))
             rest = table.filter(
                 pc.invert(pc.is_in(table.column(SOURCE_ROW), value_set=found.source_rows))
             )
-            unmatched: DataFrame | None = local.frame(spark, rest) if inserts else None
+            if written_by is not None:
+                driver_rows = written_by.rows(
+                    txn, table, pairs.column(arrow_join.SOURCE_ROW), rest.column(SOURCE_ROW)
+                )
+            # Only the matched source rows meet the touched files again; the rest are inserts.
+            if driver_rows is None:
+                src = F.broadcast(local.frame(spark, table.take(found.source_rows)))
+            unmatched: DataFrame | None = (
+                local.frame(spark, rest) if inserts and driver_rows is None else None
+            )
+            num_driver_inserts = rest.num_rows if inserts and driver_rows is not None else 0
             action = _matched_index(clauses)
-            if use_dvs and action in updates:
+            if use_dvs and action in updates and driver_rows is None:
                 # With deletion vectors the touched files are not rewritten: when the update
                 # takes every column from the source, its rows need no target row either.
                 versions = local.frame(spark, table.take(pairs.column(arrow_join.SOURCE_ROW)))
                 new_versions = _from_source_alone(versions, schema, clauses, source.columns, action)
         else:
+            if local is not None:
+                src = F.broadcast(local.frame(spark, table))
+            assert src is not None
             target = read_addressed(spark, txn, candidates).alias(target_alias)
-            matched = target.join(src, on=on, how="inner").withColumn(ACTION, matched_action)
+            matched = target.join(src, on=parts().on, how="inner").withColumn(
+                ACTION, parts().matched_action
+            )
             # Three longs per matched pair reach the driver (as many as the deletion vectors
             # need anyway); counting, the ambiguity check and the touched files then cost no
             # shuffle.
@@ -207,12 +234,15 @@ def stage_source_driven(
                 matched.select(FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, ACTION, SOURCE_ROW).toArrow()
             )
             unmatched = _unmatched(spark, src, found.source_rows) if inserts else None
+            num_driver_inserts = 0
         if matched_clauses and not lone_delete and found.most > 1:
             raise InvalidArgumentError(AMBIGUOUS)
         per_action, touched = found.per_action, found.touched
         changed = found.changed if use_dvs else {}
         if unmatched is not None:
-            unmatched = unmatched.withColumn(ACTION, insert_action).filter(F.col(ACTION) != DROP)
+            unmatched = unmatched.withColumn(ACTION, parts().insert_action).filter(
+                F.col(ACTION) != DROP
+            )
         num_updated = sum(per_action.get(i, 0) for i in updates)
         num_changed = sum(per_action.get(i, 0) for i in updates | deletes)
         copy_from = [] if use_dvs else sorted(touched)
@@ -220,8 +250,14 @@ def stage_source_driven(
             file_metrics([candidates[i] for i in copy_from])[0] - num_changed if copy_from else 0
         )
         added: list[AddFile] = []
-        if touched or unmatched is not None:
+        if driver_rows is not None:
+            if driver_rows.num_rows:
+                step("writing")
+                added = write_rows(txn, driver_rows)
+        elif touched or unmatched is not None:
             step("writing")
+            analysed = parts()
+            assert src is not None
             rewritten = (
                 new_versions
                 if new_versions is not None
@@ -230,17 +266,19 @@ def stage_source_driven(
                     txn,
                     [candidates[i] for i in sorted(touched)],
                     src,
-                    on=on,
+                    on=analysed.on,
                     target_alias=target_alias,
-                    matched_action=matched_action,
-                    matched_out=matched_out,
+                    matched_action=analysed.matched_action,
+                    matched_out=analysed.matched_out,
                     keep=sorted(updates) if use_dvs else None,
                     dropped=sorted(deletes),
-                    inserted=unmatched.select(*insert_out) if unmatched is not None else None,
+                    inserted=(
+                        unmatched.select(*analysed.insert_out) if unmatched is not None else None
+                    ),
                 )
             )
             if new_versions is not None and unmatched is not None:
-                rewritten = rewritten.unionByName(unmatched.select(*insert_out))
+                rewritten = rewritten.unionByName(unmatched.select(*analysed.insert_out))
             added = write_data(txn, rewritten, recompute_generated=True)
         # What was written beyond the changed and copied rows was inserted; without row counts
         # in the statistics, the unmatched source rows are counted.
@@ -248,7 +286,9 @@ def stage_source_driven(
         known = all(n is not None for n in written) and all(
             num_records(candidates[i].stats) is not None for i in copy_from
         )
-        if unmatched is None:
+        if driver_rows is not None:
+            num_inserted = num_driver_inserts
+        elif unmatched is None:
             num_inserted = 0
         elif known:
             num_inserted = sum(n or 0 for n in written) - num_updated - copied
@@ -286,45 +326,6 @@ def stage_source_driven(
     return record(
         txn, OperationName.MERGE, metrics, merge_parameters(condition, predicate, clauses)
     )
-
-
-# Join keys whose source range can prune target files: Python's order of these values is
-# Spark's, and an equality never holds for NULL or NaN surprises.
-_RANGE_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "date")
-
-
-def _key_columns(
-    src: DataFrame, condition: str | Column, schema: StructType, target_alias: str
-) -> list[tuple[str, Column]]:
-    """(target column, source column) of the ON condition's key equalities of one type."""
-    if not isinstance(condition, str):
-        return []
-    target_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
-    out: list[tuple[str, Column]] = []
-    for name, source_sql in merge_key_pairs(condition, schema=schema, target_alias=target_alias):
-        column = F.expr(source_sql)
-        source_type = src.select(column).schema[0].dataType
-        if source_type == target_types[name] and source_type.simpleString() in _RANGE_KEY_TYPES:
-            out.append((name, column))
-    return out
-
-
-def _resolves(
-    src: DataFrame,
-    empty: DataFrame,
-    on: Column,
-    matched_action: Column,
-    matched_out: Sequence[Column],
-    insert_action: Column,
-    insert_out: Sequence[Column],
-) -> bool:
-    """Whether the merge's expressions resolve on ``src`` as on the source itself."""
-    try:
-        _ = empty.join(src, on=on).withColumn(ACTION, matched_action).select(*matched_out).schema
-        _ = src.withColumn(ACTION, insert_action).select(*insert_out).schema
-    except Exception:
-        return False
-    return True
 
 
 def _from_source_alone(
