@@ -192,12 +192,15 @@ def test_to_df_drops_deleted_rows_by_the_python_filter_past_the_broadcast_limit(
     assert _rows(frame) == [(i,) for i in range(1000) if i % 3]
 
 
-def test_word_join_drops_deleted_rows_of_files_of_any_size(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize("dense_limit", [dv_filter.DENSE_WORDS_LIMIT, 0], ids=["dense", "sparse"])
+def test_broadcast_words_drop_deleted_rows_of_files_of_any_size(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dense_limit: int
 ) -> None:
-    # Files of very different sizes (sparse keys), a vector that ends long before its file
-    # does (rows past the last word must not reach the next file's words), and a file with no
-    # vector, read through both doors.
+    # Files of very different sizes, a vector that ends long before its file does (rows past
+    # the last word must not reach the next file's words), and a file with no vector, read
+    # through both doors: with every word in one broadcast array, and with only the words
+    # that delete something joined by key (what a table too large for the array takes).
+    monkeypatch.setattr(dv_filter, "DENSE_WORDS_LIMIT", dense_limit)
     path = str(tmp_path / "t")
     deltatx.write(spark.range(0, 100_000, numPartitions=1), path)
     deltatx.write(spark.range(100_000, 100_050, numPartitions=1), path, mode="append")
@@ -212,6 +215,7 @@ def test_word_join_drops_deleted_rows_of_files_of_any_size(
     frame = DeltaTable.for_path(spark, path).to_df()
     plan = frame._jdf.queryExecution().executedPlan().toString()
     assert "BroadcastExchange" in plan and "Python" not in plan, plan
+    assert ("__deltatx_dv_words" in plan) == (dense_limit > 0), plan
     assert _rows(frame) == expected
     assert _rows(spark.read.format("delta").load(path)) == expected
     assert _rows(frame.filter("id >= 200000")) == [(i,) for i in range(200_000, 203_000)]

@@ -1,4 +1,4 @@
-"""The 32-row words that carry deletion vectors to Spark's scan: they say exactly the rows."""
+"""The 64-row words that carry deletion vectors to Spark's scan: they say exactly the rows."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltatx.spark.dv_filter import deleted_words
+from deltatx.spark.dv_filter import deleted_words, word_arrays
 
 _files = st.lists(
     st.tuples(
@@ -28,10 +28,20 @@ def test_words_say_exactly_the_deleted_rows(files: list[tuple[int, set[int]]]) -
     by_key = dict(zip(keys.tolist(), words.tolist(), strict=True))
     for index, rows in files:
         # Every row up to the stride, and a few past it (which no vector may claim).
-        for row in range(0, stride * 32 + 64, 7):
-            word = row >> 5
+        for row in range(0, stride * 64 + 128, 7):
+            word = row >> 6
             key = index * stride + word if word < stride else None
             bits = by_key.get(key, 0) if key is not None else 0
-            assert bool(bits >> (row & 31) & 1) == (row in rows), (index, row)
+            assert bool(bits >> (row & 63) & 1) == (row in rows), (index, row)
         for row in rows:
-            assert by_key[index * stride + (row >> 5)] >> (row & 31) & 1
+            assert by_key[index * stride + (row >> 6)] >> (row & 63) & 1
+
+
+@given(st.sets(st.integers(min_value=0, max_value=20_000), max_size=300))
+def test_word_arrays_say_exactly_the_deleted_rows(rows: set[int]) -> None:
+    words = word_arrays(np.array(sorted(rows), dtype=np.int64)).tolist()
+    assert len(words) == (max(rows) // 64 + 1 if rows else 0)
+    for row in range(0, 20_100):
+        word = row >> 6
+        bits = words[word] if word < len(words) else 0
+        assert bool(bits >> (row & 63) & 1) == (row in rows), row

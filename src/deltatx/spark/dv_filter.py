@@ -7,8 +7,8 @@ it meets the file and keeps it for the next batches and tasks it runs.
 
 Two users: the data source's Python reader masks the Arrow batches it reads, and
 :func:`live_rows_filter` gives Spark's native Parquet scan (``DeltaTable.to_df``,
-``spark.read.format("delta").load``) a filter with no Python on the rows' path: each row is
-joined, by its file and its 32-row word, to that word's deleted-row bits, which travel as one
+``spark.read.format("delta").load``) a filter with no Python on the rows' path: each row
+finds, by its file and its 64-row word, that word's deleted-row bits, which travel as one
 broadcast per executor rather than in every task. Past :data:`BROADCAST_LIMIT` deleted rows, a
 vectorised Python filter that loads each file's vector in the task takes over.
 """
@@ -72,17 +72,25 @@ def live_mask(deleted: np.ndarray, row_indexes: np.ndarray) -> np.ndarray:
 
 
 BROADCAST_LIMIT = 20_000_000
-"""Most deleted rows one scan drops through the broadcast of its vectors' words."""
+"""Most deleted rows one scan drops through a broadcast of its vectors' words."""
 
+DENSE_WORDS_LIMIT = 4_000_000
+"""Most 64-row words (32 MB) one scan's vectors travel as, every word of each file up to its
+last deleted row; past it, only the words that delete something travel, keyed by file and
+word."""
+
+_DV_FILE = "__deltatx_dv_file"
 _DV_KEY = "__deltatx_dv_key"
 _DV_WORD = "__deltatx_dv_word"
+_DV_WORDS = "__deltatx_dv_words"
 _DV_ROW = "__deltatx_dv_row"
-# A vector travels as 32-row words: (file index * stride + row index / 32, the word's bits),
-# only the words that delete something. Files of similar size make the keys dense, and Spark
-# then probes its broadcast relation by array index rather than by hash (measured on 4M rows
-# with 10% deleted: 0.03 s of executor CPU over reading the row index, where an anti join
-# on one key per deleted row cost 0.38 s).
-_WORD_BITS = 5
+# A vector travels as 64-row words: bit r % 64 of word r // 64 says whether row r is deleted.
+# As one row per file holding the array of its words, the broadcast is as many rows as files
+# with a vector, and a row indexes its word in place (measured on 4M rows with 10% deleted:
+# a third less driver JVM CPU than a broadcast of one row per word, which Spark serialises row
+# by row). Sparse vectors over very large files would make those arrays mostly zeros, so past
+# DENSE_WORDS_LIMIT only the words that delete something travel, joined by file and word.
+_WORD_BITS = 6
 _WORD_MASK = (1 << _WORD_BITS) - 1
 
 
@@ -90,11 +98,11 @@ def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | Non
     """The scan filter that drops rows deleted by the files' deletion vectors.
 
     Rows keep coming from Spark's Parquet scan. Up to :data:`BROADCAST_LIMIT` deleted rows,
-    the driver reads the vectors and each row is joined, by its file and its 32-row word, to
-    the word's deleted-row bits, which travel as one broadcast per executor: the task itself
-    carries nothing that grows with them. Beyond it, a vectorised Python UDF sees each row's
-    file index and row index and loads each file's vector in the worker from the descriptor
-    its closure holds.
+    the driver reads the vectors and each row finds its file's 64-row word of deleted-row
+    bits in a broadcast, which travels once per executor: the task itself carries nothing
+    that grows with them. Beyond it, a vectorised Python UDF sees each row's file index and
+    row index and loads each file's vector in the worker from the descriptor its closure
+    holds.
 
     Returns:
         None when no file has a deletion vector (the scan then needs no row index).
@@ -103,21 +111,21 @@ def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | Non
     if all(dv is None for dv in descriptors):
         return None
     if sum(dv.cardinality for dv in descriptors if dv is not None) <= BROADCAST_LIMIT:
-        return _word_join_filter(log, files)
+        return _broadcast_filter(log, files)
     return _udf_filter(log, files)
 
 
 def deleted_words(
     deleted_by_file: Sequence[tuple[int, np.ndarray]],
 ) -> tuple[int, np.ndarray, np.ndarray]:
-    """The 32-row words of sorted deleted row indexes, keyed by file index and word.
+    """The 64-row words of sorted deleted row indexes, keyed by file index and word.
 
     Args:
         deleted_by_file: ``(file index, sorted deleted row indexes)`` pairs.
 
     Returns:
         ``(stride, keys, words)``: a row ``r`` of file ``i`` is deleted when the word keyed
-        ``i * stride + r // 32`` has bit ``r % 32`` set; ``stride`` exceeds every file's last
+        ``i * stride + r // 64`` has bit ``r % 64`` set; ``stride`` exceeds every file's last
         word, so keys of different files never meet. Only words with a bit set are listed.
     """
     stride = 1 + max(
@@ -139,7 +147,20 @@ def deleted_words(
     return stride, np.concatenate(keys), np.concatenate(words)
 
 
-def _word_join_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
+def word_arrays(rows: np.ndarray) -> np.ndarray:
+    """Every 64-row word of a file up to its last deleted row, from sorted row indexes.
+
+    Row ``r`` is deleted when bit ``r % 64`` of word ``r // 64`` is set; a row past the last
+    word is live.
+    """
+    if not len(rows):
+        return np.empty(0, np.int64)
+    words = np.zeros((int(rows[-1]) >> _WORD_BITS) + 1, dtype=np.int64)
+    np.bitwise_or.at(words, rows >> _WORD_BITS, np.left_shift(np.int64(1), rows & _WORD_MASK))
+    return words
+
+
+def _broadcast_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
     table_path = log.table_path
 
     def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
@@ -148,16 +169,37 @@ def _word_join_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
             for index, add in enumerate(files)
             if add.deletion_vector is not None
         ]
+        bit_of_row = row_index.bitwiseAND(_WORD_MASK).cast("int")
+        spark = rows.sparkSession
+        if sum((int(r[-1]) >> _WORD_BITS) + 1 for _, r in deleted if len(r)) <= DENSE_WORDS_LIMIT:
+            arrays = [word_arrays(r) for _, r in deleted]
+            lengths = np.fromiter((len(a) for a in arrays), np.int32, len(arrays))
+            offsets = np.concatenate([np.zeros(1, np.int32), np.cumsum(lengths, dtype=np.int32)])
+            values = pa.array(np.concatenate(arrays) if arrays else np.empty(0, np.int64))
+            by_file = pa.table(
+                {
+                    _DV_FILE: pa.array([index for index, _ in deleted], pa.int64()),
+                    _DV_WORDS: pa.ListArray.from_arrays(pa.array(offsets), values),
+                }
+            )
+            tagged = rows.select("*", file_index.alias(_DV_FILE))
+            joined = tagged.join(
+                F.broadcast(spark.createDataFrame(by_file)), on=[_DV_FILE], how="left_outer"
+            )
+            bits = F.get(F.col(_DV_WORDS), F.shiftright(row_index, _WORD_BITS).cast("int"))
+            live = joined.filter(bits.isNull() | (F.getbit(bits, bit_of_row) == 0))
+            return live.drop(_DV_FILE, _DV_WORDS)
         stride, keys, words = deleted_words(deleted)
-        table = pa.table(
-            {_DV_KEY: pa.array(keys, pa.int64()), _DV_WORD: pa.array(words, pa.int64())}
-        )
-        word_bits = rows.sparkSession.createDataFrame(table)
         word = F.shiftright(row_index, _WORD_BITS)
         # A row past the last word of every vector is live; it must not reach the next file's.
         key = F.when(word < F.lit(stride), file_index * F.lit(stride) + word)
+        table = pa.table(
+            {_DV_KEY: pa.array(keys, pa.int64()), _DV_WORD: pa.array(words, pa.int64())}
+        )
         tagged = rows.select("*", key.alias(_DV_KEY), row_index.alias(_DV_ROW))
-        joined = tagged.join(F.broadcast(word_bits), on=[_DV_KEY], how="left_outer")
+        joined = tagged.join(
+            F.broadcast(spark.createDataFrame(table)), on=[_DV_KEY], how="left_outer"
+        )
         bit = F.getbit(F.col(_DV_WORD), F.col(_DV_ROW).bitwiseAND(_WORD_MASK).cast("int"))
         live = joined.filter(F.col(_DV_WORD).isNull() | (bit == 0))
         return live.drop(_DV_KEY, _DV_WORD, _DV_ROW)
