@@ -167,6 +167,8 @@ def write_markdown(
 # -- case 15: cost and memory against the table's size ------------------------------------------
 
 _SCALE_COLUMNS = ("deltatx copy-on-write", "deltatx deletion vectors", "plain Spark", "delta-rs")
+# Issue 16 judges "ahead of delta-rs" from this size (the same as scale_case.AHEAD_FROM_ROWS).
+_AHEAD_FROM_ROWS = 10_000_000
 
 
 def _scale_grid(rows: Sequence[Row]) -> dict[str, dict[float, dict[str, tuple[float, str]]]]:
@@ -204,20 +206,45 @@ def scale_section(rows: Sequence[Row], plots: dict[str, str], plot_dir: str) -> 
     lines = [
         "### Cost against size",
         "",
-        "Median seconds per operation; peak memory in MB as driver RSS / JVM heap "
-        "(delta-rs: its process's RSS).",
+        "Median seconds per operation; ratios are deltatx / delta-rs (below 1: deltatx is "
+        'ahead); "ahead" takes the faster deltatx variant; peak memory in MB as driver RSS / '
+        "JVM heap (delta-rs: its process's RSS).",
         "",
     ]
-    header = "| operation | rows | " + " | ".join(_SCALE_COLUMNS) + " | peak memory (MB) |"
-    lines += [header, "|---|---:|" + "---:|" * len(_SCALE_COLUMNS) + "---|"]
+    ratios = ("copy-on-write", "deletion vectors")
+    header = (
+        "| operation | rows | "
+        + " | ".join(_SCALE_COLUMNS)
+        + " | "
+        + " | ".join(f"{v} / delta-rs" for v in ratios)
+        + " | ahead of delta-rs | peak memory (MB) |"
+    )
+    width = len(_SCALE_COLUMNS) + len(ratios) + 1
+    lines += [header, "|---|---:|" + "---:|" * width + "---|"]
     for op, by_size in grid.items():
         for x in sorted(by_size):
             cells = by_size[x]
             times = [fmt_value(cells[c][0], "s") if c in cells else "-" for c in _SCALE_COLUMNS]
+            theirs = cells.get("delta-rs")
+            quotients = [
+                cells[f"deltatx {v}"][0] / theirs[0]
+                if theirs and theirs[0] and f"deltatx {v}" in cells
+                else None
+                for v in ratios
+            ]
+            shown = [f"{q:.2f}" if q is not None else "-" for q in quotients]
+            known = [q for q in quotients if q is not None]
+            ahead = "-" if not known else ("yes" if min(known) < 1.0 else "no")
+            if x < _AHEAD_FROM_ROWS and known:
+                ahead += " (not judged below 10M rows)"
             memory = "; ".join(f"{c}: {cells[c][1]}" for c in _SCALE_COLUMNS if c in cells)
-            lines.append(f"| {op.upper()} 1% | {x:,.0f} | " + " | ".join(times) + f" | {memory} |")
+            lines.append(
+                f"| {op.upper()} 1% | {x:,.0f} | "
+                + " | ".join(times + shown)
+                + f" | {ahead} | {memory} |"
+            )
     for r in skipped:
-        lines.append(f"| all | {r.x or 0:,.0f} | " + "- | " * len(_SCALE_COLUMNS) + f"{r.notes} |")
+        lines.append(f"| all | {r.x or 0:,.0f} | " + "- | " * width + f"{r.notes} |")
     lines.append("")
     for title, name in plots.items():
         if title.startswith("scale: "):

@@ -154,10 +154,21 @@ def rs_dml(template: str, workdir: str, op: str, rows: int, runs: int, warmup: i
 def rs_dml_with_memory(
     template: str, workdir: str, op: str, rows: int, runs: int, warmup: int
 ) -> tuple[list[float], float]:
-    """:func:`rs_dml`, and the peak resident set of this (fresh) process in MB."""
+    """:func:`rs_dml`, and the peak resident set of this (fresh) process in MB.
+
+    From ``VmHWM``: Linux carries ``ru_maxrss`` across ``exec``, so a process spawned by a
+    large driver reported the driver's peak, not its own.
+    """
     import resource
 
     samples = rs_dml(template, workdir, op, rows, runs, warmup)
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return samples, float(line.split()[1]) / 1024
+    except OSError:
+        pass
     return samples, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

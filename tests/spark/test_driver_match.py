@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 import deltatx
 from deltatx import DeltaTable
+from deltatx.errors import InvalidConditionError
 from deltatx.log.row_level.arrow_matching import driver_matches
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import condition_to_predicate
@@ -172,3 +173,27 @@ def test_delete_and_update_with_null_conditions_match_oracles(
     update_metrics = dt.update(condition, set={"n": "n + 10"})
     assert _rows(dt.to_df()) == updated
     assert update_metrics.num_updated_rows == count
+
+
+# sqlglot reads these as translatable conditions; Spark's parser refuses them.
+_SPARK_REFUSES = ["n = 3;", "n IN (1,)", "n IN ()", "n IN 1", "n IN (,1)", "n IN (1,,2)"]
+
+
+@pytest.mark.parametrize("condition", _SPARK_REFUSES)
+def test_text_spark_refuses_is_refused_on_a_table_with_deletion_vectors(
+    spark: SparkSession, tmp_path: Path, condition: str
+) -> None:
+    # The driver path skips Spark's analysis of conditions it translated, so it must never
+    # take text Spark would refuse.
+    path = str(tmp_path / "t")
+    props = {"delta.enableDeletionVectors": "true"}
+    deltatx.write(_data(spark, 0, 20, with_e=False).coalesce(1), path, properties=props)
+    dt = DeltaTable.for_path(spark, path)
+    version = dt.version()
+    with pytest.raises(InvalidConditionError):
+        dt.delete(condition)
+    with pytest.raises(InvalidConditionError):
+        dt.update(condition, set={"n": "n + 1"})
+    assert dt.version() == version
+    # No data file was written: the write is the one file of the table.
+    assert len(list((tmp_path / "t").rglob("*.parquet"))) == 1

@@ -109,6 +109,9 @@ def test_scale_report_tabulates_every_engine_and_skipped_sizes(tmp_path: Path) -
     assert list(plots) == ["scale: DELETE 1% of the rows"]
     assert (tmp_path / plots["scale: DELETE 1% of the rows"]).exists()
     text = "\n".join(report.scale_section([*rows, skipped], plots, "plots"))
-    assert "| DELETE 1% | 2,000 | 4.00 s | 2.00 s | 3.00 s | 500.00 ms |" in text
+    assert (
+        "| DELETE 1% | 2,000 | 4.00 s | 2.00 s | 3.00 s | 500.00 ms | 8.00 | 4.00 "
+        "| no (not judged below 10M rows) |"
+    ) in text
     assert "delta-rs: 50 / -" in text and "plain Spark: 100 / 200" in text
     assert "| all | 9,000,000,000,000 |" in text and "skipped: no disk" in text

@@ -128,7 +128,7 @@ def _simple(value: Value, rows: pa.Table, schema: StructType, name: str) -> pa.A
         ok = isinstance(v, bool) if name == "boolean" else isinstance(v, str) and "\\" not in v
         if not ok:
             raise _NotExact
-        return pa.array([v] * rows.num_rows, type=arrow)
+        return _repeated(v, arrow, rows.num_rows)
     if isinstance(value, Column):
         field = schema.get(value.name)
         if field is not None and field.type == PrimitiveType(name):
@@ -144,7 +144,7 @@ def _integers(value: Value, rows: pa.Table, schema: StructType) -> _Integers:
             bits = next((b for b in _ARROW_INTEGRAL if _fits(v, b)), None)
             if bits is None:
                 raise _NotExact  # Spark reads a literal past BIGINT as a decimal
-            return _Integers(pa.array([v] * rows.num_rows, type=pa.int64()), bits)
+            return _Integers(_repeated(v, pa.int64(), rows.num_rows), bits)
         case Column(name=name):
             field = schema.get(name)
             if field is None or not isinstance(field.type, PrimitiveType):
@@ -169,13 +169,13 @@ def _doubles(value: Value, rows: pa.Table, schema: StructType) -> pa.Array:
     """A DOUBLE value: IEEE arithmetic, as the JVM does it, once every operand is a double."""
     match value:
         case Literal(value=float() as v):
-            return pa.array([v] * rows.num_rows, type=pa.float64())
+            return _repeated(v, pa.float64(), rows.num_rows)
         case Literal(value=Decimal() as v):
             # Spark casts a decimal literal to DOUBLE next to a double: correctly rounded,
             # as float() is, for the few digits the translator lets through. A decimal has
             # no negative zero: -0.0 is 0.0.
             number = float(v) if v else 0.0
-            return pa.array([number] * rows.num_rows, type=pa.float64())
+            return _repeated(number, pa.float64(), rows.num_rows)
         case Column(name=name) if _fractional_column(name, schema):
             return rows.column(name).combine_chunks().cast(pa.float64())
         case Arithmetic(op=op, left=left, right=right) if _is_double(value, schema):
@@ -206,6 +206,11 @@ def _is_double(value: Value, schema: StructType) -> bool:
         case Arithmetic(left=left, right=right):
             return _is_double(left, schema) or _is_double(right, schema)
     return False
+
+
+def _repeated(value: object, arrow: pa.DataType, count: int) -> pa.Array:
+    # Built in C: a Python list of 100,000 copies costs more than the whole SET.
+    return pa.repeat(pa.scalar(value, type=arrow), count)
 
 
 def _check_fits(values: pa.Array, bits: int) -> None:

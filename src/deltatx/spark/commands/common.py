@@ -409,6 +409,30 @@ def validate_condition(
         )
 
 
+def check_assignment_targets(
+    txn: OptimisticTransaction, assignments: Mapping[str, str | Column]
+) -> None:
+    """Checks that ``assignments`` sets at least one column, each existing and not generated.
+
+    Raises:
+        InvalidArgumentError: There is no assignment, or a column is missing or generated.
+    """
+    if not assignments:
+        raise InvalidArgumentError("set needs at least one column assignment")
+    for name in assignments:
+        field = txn.schema.get(name)
+        if field is None:
+            raise InvalidArgumentError(
+                f"cannot set column '{name}': the table has no such column "
+                f"(columns: {', '.join(txn.schema.field_names())})"
+            )
+        if any(g.column == field.name for g in txn.configuration.generated_columns):
+            raise InvalidArgumentError(
+                f"cannot set column '{field.name}': it is a generated column, computed from "
+                "the row's other columns on every write"
+            )
+
+
 def validate_assignments(
     spark: SparkSession,
     txn: OptimisticTransaction,
@@ -424,24 +448,14 @@ def validate_assignments(
         InvalidArgumentError: A column does not exist.
         InvalidConditionError: An expression does not resolve against the table.
     """
-    if not assignments:
-        raise InvalidArgumentError("set needs at least one column assignment")
+    check_assignment_targets(txn, assignments)
     spark_schema = to_spark_schema(txn.schema)
     out: dict[str, Column] = {}
     if frame is None:
         frame = empty_table_frame(spark, txn.schema)
     for name, value in assignments.items():
         field = txn.schema.get(name)
-        if field is None:
-            raise InvalidArgumentError(
-                f"cannot set column '{name}': the table has no such column "
-                f"(columns: {', '.join(txn.schema.field_names())})"
-            )
-        if any(g.column == field.name for g in txn.configuration.generated_columns):
-            raise InvalidArgumentError(
-                f"cannot set column '{field.name}': it is a generated column, computed from "
-                "the row's other columns on every write"
-            )
+        assert field is not None
         expr = value if isinstance(value, Column) else F.expr(value)
         typed = expr.cast(spark_schema[field.name].dataType)
         try:

@@ -52,16 +52,25 @@ def stage_delete(
     use_dvs = txn.configuration.deletion_vectors_enabled
     check_allowed(txn, OperationName.DELETE, deletes_rows=True)
     predicate = condition_to_predicate(condition, schema=txn.schema)
-    if condition is not None:
-        validate_condition(spark, txn, condition)
     step("scanning")
     candidates = txn.scan(predicate)
     parameters = predicate_parameters(predicate)
+    whole_files = predicate is None or covers_whole_files(predicate, txn.partition_columns)
+    # The change data feed needs the deleted rows themselves, which only Spark reads.
+    found = (
+        None
+        if whole_files or records_changes(txn)
+        else find_on_driver(txn, candidates, predicate, condition)
+    )
+    if condition is not None and found is None:
+        # A condition the driver evaluated is one it translated whole, so Spark would resolve
+        # it too; Spark's analysis (tens of ms in the JVM) is for the others, before any write.
+        validate_condition(spark, txn, condition)
 
     def elapsed() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    if predicate is None or covers_whole_files(predicate, txn.partition_columns):
+    if whole_files:
         txn.remove_files(candidates)
         deleted_rows, _ = file_metrics(candidates)
         metrics = DeleteMetrics(
@@ -72,8 +81,6 @@ def stage_delete(
         return record(txn, OperationName.DELETE, metrics, parameters)
     assert condition is not None
     hit = F.coalesce(condition_column(condition), F.lit(False))
-    # The change data feed needs the deleted rows themselves, which only Spark reads.
-    found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
     if use_dvs:
         if found is not None:
             matched = matched_addresses(found)

@@ -8,6 +8,7 @@ differ from Spark's is left to the command's Spark job.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pyspark.sql import Column
@@ -20,6 +21,10 @@ from deltatx.spark.commands.rewrite import FileMatches
 
 __all__ = ["FileRows", "as_file_matches", "find_on_driver", "matched_addresses"]
 
+# Text sqlglot reads but Spark's parser refuses: statement separators and IN lists that are
+# empty, lack their parentheses or have a stray comma ("IN ()", "IN 1", "IN (1,)").
+_SPARK_REFUSES = re.compile(r";|,\s*[,)]|\(\s*,|\bIN\b(?!\s*\(\s*[^\s)])", re.IGNORECASE)
+
 
 def find_on_driver(
     txn: OptimisticTransaction,
@@ -30,12 +35,16 @@ def find_on_driver(
     """Candidate index -> matched live rows of every candidate, or None to use Spark.
 
     Only SQL text is translated (a Column's rendering is not always its meaning), and never
-    text with a backslash, whose escapes Spark and the translator might read differently.
+    text with a backslash, whose escapes Spark and the translator might read differently. A
+    result means the condition was translated whole, so Spark would resolve it too (callers
+    skip Spark's analysis); text Spark's parser might refuse is never translated.
 
     Raises:
         InvalidTableError: A candidate data file is missing or is not readable Parquet.
     """
     if predicate is None or not isinstance(condition, str) or "\\" in condition:
+        return None
+    if _SPARK_REFUSES.search(condition):
         return None
     return driver_matches(
         txn.log.location,

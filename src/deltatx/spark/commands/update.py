@@ -22,6 +22,7 @@ from deltatx.spark.commands.change_data import (
 )
 from deltatx.spark.commands.common import (
     check_allowed,
+    check_assignment_targets,
     condition_column,
     condition_to_predicate,
     empty_table_frame,
@@ -74,22 +75,32 @@ def stage_update(
     """
     started = time.monotonic()
     check_allowed(txn, OperationName.UPDATE, deletes_rows=True)
-    # One empty frame for both analyses: creating it is a round trip to the JVM.
-    frame = empty_table_frame(spark, txn.schema)
-    assignments = validate_assignments(spark, txn, set, frame=frame)
+    check_assignment_targets(txn, set)
     predicate = condition_to_predicate(condition, schema=txn.schema)
-    if condition is not None:
-        validate_condition(spark, txn, condition, frame=frame)
-    cond = (
-        F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
-    )
     step("scanning")
     candidates = txn.scan(predicate)
     # The change data feed needs the updated rows themselves, which only Spark reads.
     found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
-    if txn.configuration.deletion_vectors_enabled:
+    use_dvs = txn.configuration.deletion_vectors_enabled
+    on_driver = _update_on_driver(txn, candidates, found, set) if use_dvs else None
+    if on_driver is not None:
+        # The driver translated the condition and every SET value whole, so Spark would
+        # resolve them too: its analysis (tens of ms in the JVM) is skipped.
+        matched, added = on_driver
+        metrics = _stage_dv_changes(txn, candidates, matched, added, started)
+        record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
+        return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
+    # One empty frame for both analyses: creating it is a round trip to the JVM.
+    frame = empty_table_frame(spark, txn.schema)
+    assignments = validate_assignments(spark, txn, set, frame=frame)
+    if condition is not None and found is None:
+        validate_condition(spark, txn, condition, frame=frame)
+    cond = (
+        F.lit(True) if condition is None else F.coalesce(condition_column(condition), F.lit(False))
+    )
+    if use_dvs:
         metrics, matched = _stage_dv_update(
-            spark, txn, candidates, cond, assignments, started, found, set
+            spark, txn, candidates, cond, assignments, started, found
         )
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
     else:
@@ -129,6 +140,23 @@ def _updated_columns(
     ]
 
 
+def _update_on_driver(
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    found: dict[int, FileRows] | None,
+    texts: Mapping[str, str | Column],
+) -> tuple[dict[int, list[int]], list[AddFile]] | None:
+    """The matched rows and their new versions written on the driver, or None to use Spark.
+
+    See :func:`~deltatx.spark.commands.driver_update.update_on_driver` for when it applies.
+    """
+    if found is None:
+        return None
+    matched = matched_addresses(found)
+    added = update_on_driver(txn, candidates, matched, texts)
+    return None if added is None else (matched, added)
+
+
 def _stage_dv_update(
     spark: SparkSession,
     txn: OptimisticTransaction,
@@ -137,35 +165,33 @@ def _stage_dv_update(
     assignments: Mapping[str, Column],
     started: float,
     found: dict[int, FileRows] | None,
-    texts: Mapping[str, str | Column],
 ) -> tuple[UpdateMetrics, dict[int, list[int]]]:
-    """UPDATE with deletion vectors: old versions marked deleted, new versions appended.
+    """UPDATE with deletion vectors by Spark: old versions marked deleted, new ones appended.
 
     Only the matched rows are written (to new files); no unchanged row is copied. Rows the
-    driver found are rewritten on the driver when few and simple enough
-    (:func:`~deltatx.spark.commands.driver_update.update_on_driver`), else by one Spark job.
+    driver found are written by one Spark job over their files, else one job finds and
+    writes them.
     """
-
-    # Built only for the Spark job: each Column costs calls into the JVM.
-    def updated() -> list[Column]:
-        return _updated_columns(txn, F.lit(True), assignments)
-
-    known = None
-    if found is not None:
-        matched = matched_addresses(found)
-        on_driver = update_on_driver(txn, candidates, matched, texts)
-        known = (
-            (matched, on_driver)
-            if on_driver is not None
-            else _write_found(spark, txn, candidates, cond, updated(), found)
-        )
+    updated = _updated_columns(txn, F.lit(True), assignments)
+    known = None if found is None else _write_found(spark, txn, candidates, cond, updated, found)
     if known is not None:
         matched, added = known
     else:
-        matched, added = _find_and_write(spark, txn, candidates, cond, updated())
+        matched, added = _find_and_write(spark, txn, candidates, cond, updated)
+    return _stage_dv_changes(txn, candidates, matched, added, started), matched
+
+
+def _stage_dv_changes(
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    matched: dict[int, list[int]],
+    added: list[AddFile],
+    started: float,
+) -> UpdateMetrics:
+    """Marks the old versions deleted, adds the new files and counts what changed."""
     changes = mark_deleted(txn, candidates, matched)
     txn.add_files(added)
-    metrics = UpdateMetrics(
+    return UpdateMetrics(
         num_added_files=len(added),
         num_removed_files=changes.removed_files,
         num_updated_rows=changes.rows,
@@ -174,7 +200,6 @@ def _stage_dv_update(
         num_deletion_vectors_removed=replaced_vectors(candidates, matched),
         execution_time_ms=int((time.monotonic() - started) * 1000),
     )
-    return metrics, matched
 
 
 def _write_found(
