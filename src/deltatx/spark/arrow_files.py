@@ -27,7 +27,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from deltatx.log.parquet_writer import open_parquet_writer
 from deltatx.spark.partition_dirs import partition_directories, partition_value_text
 from deltatx.storage.location import Location
 
@@ -236,7 +235,7 @@ class _TaskWriter:
                     self.location.fs_path(self.location.child(rel))
                 )
                 self.sinks[rel] = sink
-                entry = (rel, open_parquet_writer(sink, table.schema), 0)
+                entry = (rel, pq.ParquetWriter(sink, table.schema, compression="snappy"), 0)
             rel, writer, written = entry
             room = table.num_rows - offset
             if self.max_rows:

@@ -24,7 +24,6 @@ from deltatx.kernel.column_mapping import ColumnMappingMode, physical_columns, p
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructType, parse_schema
-from deltatx.log.parquet_writer import open_parquet_writer
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.datasource.arrow_names import renamed, with_field_ids
 from deltatx.spark.datasource.reader import FileReader, file_task
@@ -164,7 +163,7 @@ class TaskFiles:
             sink = self.location.fs.open_output_stream(self.location.fs_path(relative))
             # The writer does not close a stream it was given; on S3 the upload ends at close.
             self.sinks[relative] = sink
-            writer = open_parquet_writer(sink, self.data_arrow)
+            writer = pq.ParquetWriter(sink, self.data_arrow, compression="snappy")
             entry = self.open[values] = (relative, writer)
         data = table.select(self.data_names)
         columns = [renamed(c, f.type) for c, f in zip(data.columns, self.data_arrow, strict=True)]
