@@ -12,7 +12,7 @@ broadcast the table).
 The files of the bin are then listed in the order Spark sorts their paths. That order is
 taken from Spark's own listing of the scan (every file must match the log's path exactly,
 under one scheme and authority), never guessed; when it cannot be, the bins are read with
-their file index as before.
+each row's file index (:mod:`.compaction_write`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ conflict with DML on tables with deletion vectors).
 
 Spark gives no handle on which task writes which rows, so the layout is forced: each bin is
 read into one task of its own (coalesced, or hash-partitioned by bin when there are many bins;
-a bin never spans two tasks), sorted by (bin, file, row) within each task, and written with
+a bin never spans two tasks), sorted by (bin, file, row) within each task (the file by the
+path Spark reports when there are few bins and no deletion vectors, each bin's files then
+listed in that order, see :mod:`.compaction_read`; else by its index), and written with
 the bin as the only ``partitionBy`` column, so the writer opens one file per bin and keeps the
 sort order (the required ordering is a prefix of ours, so Spark adds no
 sort of its own). Files are then moved from the bin directories to the directory of the bin's
