@@ -141,3 +141,23 @@ def test_bins_with_deletion_vectors_are_read_by_file_index(
     dt.optimize().execute_compaction()
     ids = sorted(r["id"] for r in dt.to_df().collect())
     assert ids == [i for i in range(100) if i not in (3, 4)]
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapping_tables_compact_by_physical_names(
+    spark: SparkSession, table_dir: Path, mode: str
+) -> None:
+    """A renamed column and one added later (NULL in older files) survive compaction."""
+    first = spark.createDataFrame([(1, "a"), (2, "b")], "id BIGINT, name STRING")
+    deltatx.write(first, str(table_dir), properties={"delta.columnMapping.mode": mode})
+    dt = DeltaTable.for_path(spark, str(table_dir))
+    dt.rename_column("name", "label")
+    later = spark.createDataFrame([(3, "c", 7)], "id BIGINT, label STRING, n INT")
+    deltatx.write(later, str(table_dir), mode="append", merge_schema=True)
+    before = dt.snapshot().add_files()
+    metrics = dt.optimize().execute_compaction()
+    assert (metrics.num_removed_files, metrics.num_added_files) == (len(before), 1)
+    rows = sorted(tuple(r) for r in dt.to_df().collect())
+    assert rows == [(1, "a", None), (2, "b", None), (3, "c", 7)]
+    (out,) = dt.snapshot().add_files()
+    assert json.loads(out.stats or "{}")["numRecords"] == 3
