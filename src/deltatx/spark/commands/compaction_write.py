@@ -9,7 +9,9 @@ conflict with DML on tables with deletion vectors).
 
 Spark gives no handle on which task writes which rows, so the layout is forced: each bin is
 read into one task of its own (coalesced, or hash-partitioned by bin when there are many bins;
-a bin never spans two tasks), sorted by (bin, file, row) within each task, and written with
+a bin never spans two tasks), sorted by (bin, file, row) within each task (the file by the
+path Spark reports when there are few bins and no deletion vectors, each bin's files then
+listed in that order, see :mod:`.compaction_read`; else by its index), and written with
 the bin as the only ``partitionBy`` column, so the writer opens one file per bin and keeps the
 sort order (the required ordering is a prefix of ours, so Spark adds no
 sort of its own). Files are then moved from the bin directories to the directory of the bin's
@@ -38,6 +40,7 @@ from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches
+from deltatx.spark.commands.compaction_read import SOURCE_PATH_COLUMN, read_in_path_order
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.schema import quote_column, rename_columns
@@ -88,18 +91,26 @@ def write_bins(
         return []
     parts = {c.lower() for c in txn.partition_columns}
     data_schema = StructType(tuple(f for f in txn.schema.fields if f.name.lower() not in parts))
-    ordered = (
-        _bins_by_task(spark, txn, bins)
-        .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
-        # Partition values live in the log, not in data files; the bin says where they go.
-        .select(*[quote_column(f.name) for f in data_schema.fields], _BIN)
-    )
     physical = physical_schema(data_schema, txn.configuration.column_mapping_mode)
-    if physical is not data_schema:
-        ordered = rename_columns(ordered, data_schema, physical)
-    ensure_micros_timestamps(spark)
     location = TableLocation.parse(txn.log.table_path)
-    if not spark_reaches(spark, location.location):
+    reaches = spark_reaches(spark, location.location)
+    in_path_order = _bins_in_path_order(spark, txn, location, bins, physical) if reaches else None
+    if in_path_order is not None:
+        by_path, bins = in_path_order
+        ordered = by_path.sortWithinPartitions(_BIN, SOURCE_PATH_COLUMN, ROW_INDEX_COLUMN).select(
+            *[quote_column(f.name) for f in physical.fields], _BIN
+        )
+    else:
+        ordered = (
+            _bins_by_task(spark, txn, bins)
+            .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
+            # Partition values live in the log, not in data files; the bin says where they go.
+            .select(*[quote_column(f.name) for f in data_schema.fields], _BIN)
+        )
+        if physical is not data_schema:
+            ordered = rename_columns(ordered, data_schema, physical)
+    ensure_micros_timestamps(spark)
+    if not reaches:
         return _write_bins_with_arrow(txn, location, bins, ordered, data_schema)
     staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = location.fs_path(staging_rel)
@@ -120,6 +131,41 @@ def write_bins(
     finally:
         if location.fs.get_file_info(staging).type != pafs.FileType.NotFound:
             location.fs.delete_dir(staging)
+
+
+def _bins_in_path_order(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    location: TableLocation,
+    bins: Sequence[Sequence[AddFile]],
+    physical: StructType,
+) -> tuple[DataFrame, list[list[AddFile]]] | None:
+    """The bins' rows with their bin, each bin in a task of its own, ordered by source path.
+
+    Returns:
+        ``(rows, bins)``: each bin's files in the order its rows come once sorted by
+        (:data:`_BIN`, :data:`SOURCE_PATH_COLUMN`, row index); None past
+        :data:`_UNION_LIMIT` bins or when a bin cannot be read so
+        (:func:`.compaction_read.read_in_path_order`).
+    """
+    if len(bins) > _UNION_LIMIT:
+        return None
+    per_bin: list[DataFrame] = []
+    reordered: list[list[AddFile]] = []
+    for i, files in enumerate(bins):
+        read = read_in_path_order(
+            spark,
+            location=location,
+            files=files,
+            physical_data_schema=physical,
+            column_mapping=txn.configuration.column_mapping_mode,
+        )
+        if read is None:
+            return None
+        rows, ordered = read
+        per_bin.append(rows.coalesce(1).withColumn(_BIN, F.lit(i)))
+        reordered.append(ordered)
+    return functools.reduce(DataFrame.union, per_bin), reordered
 
 
 def _bins_by_task(
