@@ -92,15 +92,7 @@ def update_on_driver(
         partition_columns=txn.partition_columns,
         column_mapping=mode,
     )
-    plan = WritePlan(
-        table_path=txn.log.table_path,
-        read_version=txn.read_version,
-        schema_json=txn.schema.to_json(),
-        partition_columns=txn.partition_columns,
-        replace_where=None,
-        predicate=None,
-        column_mapping=mode,
-    )
+    plan = driver_write_plan(txn)
     step("writing")
     out = TaskFiles(plan)
     try:
@@ -117,6 +109,19 @@ def update_on_driver(
     except BaseException:
         out.discard()
         raise
+
+
+def driver_write_plan(txn: OptimisticTransaction) -> WritePlan:
+    """How the driver writes new data files of the transaction's table (no Spark task)."""
+    return WritePlan(
+        table_path=txn.log.table_path,
+        read_version=txn.read_version,
+        schema_json=txn.schema.to_json(),
+        partition_columns=txn.partition_columns,
+        replace_where=None,
+        predicate=None,
+        column_mapping=str(txn.configuration.column_mapping_mode),
+    )
 
 
 def _table_allows(txn: OptimisticTransaction) -> bool:

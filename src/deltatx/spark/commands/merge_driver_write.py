@@ -33,8 +33,9 @@ from pyspark.sql import types as T
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.commands.driver_update import driver_write_plan
 from deltatx.spark.commands.merge_clauses import ClauseKind, MergeClause
-from deltatx.spark.datasource.task_files import TaskFiles, WritePlan
+from deltatx.spark.datasource.task_files import TaskFiles
 from deltatx.spark.schema import CHAR_VARCHAR_METADATA_KEY, to_spark_schema
 from deltatx.spark.stats import nan_columns_of
 
@@ -161,16 +162,7 @@ def write_rows(txn: OptimisticTransaction, rows: pa.Table) -> list[AddFile]:
     Raises:
         InvalidTableError: The table's storage refuses the files.
     """
-    mode = str(txn.configuration.column_mapping_mode)
-    plan = WritePlan(
-        table_path=txn.log.table_path,
-        read_version=txn.read_version,
-        schema_json=txn.schema.to_json(),
-        partition_columns=txn.partition_columns,
-        replace_where=None,
-        predicate=None,
-        column_mapping=mode,
-    )
+    plan = driver_write_plan(txn)
     out = TaskFiles(plan)
     try:
         # One batch, so that the file has no empty row group (a chunk of no rows).
