@@ -84,12 +84,41 @@ _Z_COLUMNS = ("id", "v")
 _Z_BITS = 8
 
 
+def plain_z_order(spark: SparkSession, sources: list[str], out: str, out_files: int) -> None:
+    """Case 9's baseline: each column into 2**8 quantile buckets (approxQuantile + Bucketizer,
+    on the JVM), the buckets' bits interleaved, then range-partitioned and sorted on that key."""
+    from pyspark.ml.feature import QuantileDiscretizer
+
+    df = spark.read.parquet(*sources)
+    buckets = [f"{c}_bucket" for c in _Z_COLUMNS]
+    df = (
+        QuantileDiscretizer(
+            numBuckets=2**_Z_BITS,
+            inputCols=list(_Z_COLUMNS),
+            outputCols=buckets,
+            relativeError=0.001,
+        )
+        .fit(df)
+        .transform(df)
+    )
+    z = F.lit(0).cast("long")
+    for bit in range(_Z_BITS):
+        for position, b in enumerate(buckets):
+            shifted = F.shiftright(F.col(b).cast("long"), bit).bitwiseAND(F.lit(1))
+            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(buckets) + position))
+    (
+        df.withColumn("z", z)
+        .repartitionByRange(out_files, "z")
+        .sortWithinPartitions("z")
+        .drop("z", *buckets)
+        .write.parquet(out)
+    )
+
+
 def _z_order_row(
     spark: SparkSession, workdir: str, sizes: SparkSizes, template: str, run_dir: str
 ) -> Row:
     """Case 9, ZORDER BY: deltatx vs the same Z-order sort done with plain Spark."""
-    from pyspark.ml.feature import QuantileDiscretizer
-
     from deltatx import DeltaTable
 
     timer = Timer(spark)
@@ -116,30 +145,7 @@ def _z_order_row(
         # Each column into 2**8 quantile buckets (approxQuantile + Bucketizer, on the JVM),
         # the buckets' bits interleaved, then range-partitioned and sorted on that key.
         out = _fresh(os.path.join(workdir, f"zorder-plain-{next(counter)}"))
-        df = spark.read.parquet(*sources)
-        buckets = [f"{c}_bucket" for c in _Z_COLUMNS]
-        df = (
-            QuantileDiscretizer(
-                numBuckets=2**_Z_BITS,
-                inputCols=list(_Z_COLUMNS),
-                outputCols=buckets,
-                relativeError=0.001,
-            )
-            .fit(df)
-            .transform(df)
-        )
-        z = F.lit(0).cast("long")
-        for bit in range(_Z_BITS):
-            for position, b in enumerate(buckets):
-                shifted = F.shiftright(F.col(b).cast("long"), bit).bitwiseAND(F.lit(1))
-                z = z.bitwiseOR(F.shiftleft(shifted, bit * len(buckets) + position))
-        (
-            df.withColumn("z", z)
-            .repartitionByRange(out_files, "z")
-            .sortWithinPartitions("z")
-            .drop("z", *buckets)
-            .write.parquet(out)
-        )
+        plain_z_order(spark, sources, out, out_files)
 
     pl, pl_jobs = timer.measure(plain_op, runs=sizes.runs, warmup=sizes.warmup)
     ratio = dx.median / pl.median

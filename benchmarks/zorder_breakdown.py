@@ -21,12 +21,11 @@ import uuid
 from collections.abc import Callable
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
+from benchmarks.optimize_case import plain_z_order
 from benchmarks.spark_cases import events, start_session
 
 _Z_COLUMNS = ("id", "v")
-_Z_BITS = 8
 
 
 def _stage_cpu(spark: SparkSession, group: str, *, show: bool) -> tuple[int, float]:
@@ -51,33 +50,8 @@ def _stage_cpu(spark: SparkSession, group: str, *, show: bool) -> tuple[int, flo
 
 
 def _plain(spark: SparkSession, sources: list[str], out: str, out_files: int) -> None:
-    """Case 9's baseline (``benchmarks.optimize_case``), verbatim."""
-    from pyspark.ml.feature import QuantileDiscretizer
-
-    df = spark.read.parquet(*sources)
-    buckets = [f"{c}_bucket" for c in _Z_COLUMNS]
-    df = (
-        QuantileDiscretizer(
-            numBuckets=2**_Z_BITS,
-            inputCols=list(_Z_COLUMNS),
-            outputCols=buckets,
-            relativeError=0.001,
-        )
-        .fit(df)
-        .transform(df)
-    )
-    z = F.lit(0).cast("long")
-    for bit in range(_Z_BITS):
-        for position, b in enumerate(buckets):
-            shifted = F.shiftright(F.col(b).cast("long"), bit).bitwiseAND(F.lit(1))
-            z = z.bitwiseOR(F.shiftleft(shifted, bit * len(buckets) + position))
-    (
-        df.withColumn("z", z)
-        .repartitionByRange(out_files, "z")
-        .sortWithinPartitions("z")
-        .drop("z", *buckets)
-        .write.parquet(out)
-    )
+    """Case 9's baseline, the very function ``benchmarks.optimize_case`` measures."""
+    plain_z_order(spark, sources, out, out_files)
 
 
 def main() -> None:
