@@ -31,8 +31,9 @@ SCHEMA = "id BIGINT, k STRING, v DOUBLE, n INT"
 Merge = Callable[[DeltaTable, DataFrame], MergeMetrics]
 
 
-def _target(spark: SparkSession, path: Path, *, dv: bool) -> None:
-    data = spark.range(0, 120).select(
+def null_heavy_rows(spark: SparkSession) -> DataFrame:
+    """120 rows of (id, k, v, n) with NULLs in every column, for MERGE targets."""
+    return spark.range(0, 120).select(
         F.when(F.col("id") % 11 == 0, F.lit(None)).otherwise(F.col("id")).alias("id"),
         F.when(F.col("id") % 7 == 0, F.lit(None))
         .otherwise(F.concat(F.lit("k"), (F.col("id") % 4).cast("string")))
@@ -40,6 +41,10 @@ def _target(spark: SparkSession, path: Path, *, dv: bool) -> None:
         F.when(F.col("id") % 5 == 0, F.lit(None)).otherwise(F.col("id") * 0.5).alias("v"),
         F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(F.col("id") % 9).cast("int").alias("n"),
     )
+
+
+def _target(spark: SparkSession, path: Path, *, dv: bool) -> None:
+    data = null_heavy_rows(spark)
     deltatx.write(
         data.repartitionByRange(4, "id"),
         str(path),

@@ -28,6 +28,8 @@ from deltatx.kernel.metrics import MergeMetrics
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.commands import merge_driver_source, merge_driver_write, merge_from_source
 
+from .test_merge_driver import null_heavy_rows
+
 SCHEMA = "id BIGINT, k STRING, v DOUBLE, n INT"
 
 Merge = Callable[[DeltaTable, DataFrame], MergeMetrics]
@@ -36,14 +38,7 @@ Merge = Callable[[DeltaTable, DataFrame], MergeMetrics]
 def _target(
     spark: SparkSession, path: Path, *, partition_by: list[str] | None = None, **props: str
 ) -> None:
-    data = spark.range(0, 120).select(
-        F.when(F.col("id") % 11 == 0, F.lit(None)).otherwise(F.col("id")).alias("id"),
-        F.when(F.col("id") % 7 == 0, F.lit(None))
-        .otherwise(F.concat(F.lit("k"), (F.col("id") % 4).cast("string")))
-        .alias("k"),
-        F.when(F.col("id") % 5 == 0, F.lit(None)).otherwise(F.col("id") * 0.5).alias("v"),
-        F.when(F.col("id") % 3 == 0, F.lit(None)).otherwise(F.col("id") % 9).cast("int").alias("n"),
-    )
+    data = null_heavy_rows(spark)
     deltatx.write(
         data.repartitionByRange(4, "id"),
         str(path),
