@@ -588,20 +588,4 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
 
 def serialize_commit(actions: Iterable[Action]) -> bytes:
     """A whole commit file: one JSON line per action, newline-terminated."""
-    # _line's fast path for plain adds, inline: a commit of many files spends most of its
-    # encoding here, and a call per file costs about as much as orjson's encoding.
-    dumps, failed, option, add_to = orjson.dumps, orjson.JSONEncodeError, _NEWLINE, _add_to
-    lines: list[bytes] = []
-    put = lines.append
-    for a in actions:
-        if type(a) is AddFile and not a.extra:
-            try:
-                put(dumps({"add": add_to(a)}, option=option))
-                continue
-            except failed:
-                pass
-        put(_line(a))
-    return b"".join(lines)
-
-
-_NEWLINE = orjson.OPT_APPEND_NEWLINE
+    return b"".join([_line(a) for a in actions])

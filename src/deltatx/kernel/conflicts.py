@@ -33,7 +33,7 @@ from deltatx.kernel.actions import (
     SetTransaction,
 )
 from deltatx.kernel.column_mapping import physical_columns
-from deltatx.kernel.expressions import Expression, columns_of, or_, to_sql
+from deltatx.kernel.expressions import Expression, Literal, columns_of, or_, to_sql
 from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation
@@ -283,11 +283,6 @@ class ConflictChecker:
 
     def _check_appends_of(self, appends: Sequence[WinningCommit]) -> None:
         """C7 for winners that only add files, all of their files at once."""
-        if not self._appends_matter or not appends:
-            return
-        if len(appends) == 1:
-            self._check_appends(appends[0])
-            return
         files: list[AddFile] = []
         owners: list[WinningCommit] = []
         starts: list[int] = []
@@ -446,10 +441,7 @@ class ConflictChecker:
     # C7 -------------------------------------------------------------------------------------
 
     def _check_appends(self, winner: WinningCommit) -> None:
-        hit_files = self._appended(winner)
-        hit = self._first_hit(hit_files)
-        if hit is not None:
-            self._raise_append(winner, hit_files[hit])
+        self._check_appends_of((winner,))
 
     def _appended(self, winner: WinningCommit) -> list[AddFile]:
         """The winner's added files that may conflict, if its appends matter at all."""
@@ -522,7 +514,7 @@ class ConflictChecker:
         if parts:
             c = parts[0]
             value = _value_of(add.partition_values, physical_columns(pending.schema, [c])[0])
-            example = f"{c} IS NULL" if value == "null" else f"{c} = {_sql_value(value)}"
+            example = f"{c} IS NULL" if value == "null" else f"{c} = {to_sql(Literal(value))}"
             return (
                 why + " If this operation works on other partitions, make the separation "
                 "explicit in its condition: restrict it to the partitions it "
@@ -602,7 +594,3 @@ def _value_of(values: Mapping[str, str | None] | None, column: str) -> str:
     lowered = {k.lower(): v for k, v in (values or {}).items()}
     v = lowered.get(column.lower())
     return "null" if v is None or v == "" else v
-
-
-def _sql_value(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"

@@ -115,6 +115,15 @@ def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | Non
     return _udf_filter(log, files)
 
 
+def _file_words(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(word indexes, words)`` of one file's sorted deleted rows: only words with a bit set."""
+    word_of_row = rows >> _WORD_BITS
+    # Rows are sorted, so each word's rows are consecutive: OR their bits per word.
+    starts = np.flatnonzero(np.r_[True, word_of_row[1:] != word_of_row[:-1]])
+    bits = np.left_shift(np.int64(1), rows & _WORD_MASK)
+    return word_of_row[starts], np.bitwise_or.reduceat(bits, starts)
+
+
 def deleted_words(
     deleted_by_file: Sequence[tuple[int, np.ndarray]],
 ) -> tuple[int, np.ndarray, np.ndarray]:
@@ -136,12 +145,9 @@ def deleted_words(
     for index, rows in deleted_by_file:
         if not len(rows):
             continue
-        word_of_row = rows >> _WORD_BITS
-        # Rows are sorted, so each word's rows are consecutive: OR their bits per word.
-        starts = np.flatnonzero(np.r_[True, word_of_row[1:] != word_of_row[:-1]])
-        bits = np.left_shift(np.int64(1), rows & _WORD_MASK)
-        keys.append(index * stride + word_of_row[starts])
-        words.append(np.bitwise_or.reduceat(bits, starts))
+        at, bits = _file_words(rows)
+        keys.append(index * stride + at)
+        words.append(bits)
     if not keys:
         return stride, np.empty(0, np.int64), np.empty(0, np.int64)
     return stride, np.concatenate(keys), np.concatenate(words)
@@ -155,8 +161,9 @@ def word_arrays(rows: np.ndarray) -> np.ndarray:
     """
     if not len(rows):
         return np.empty(0, np.int64)
-    words = np.zeros((int(rows[-1]) >> _WORD_BITS) + 1, dtype=np.int64)
-    np.bitwise_or.at(words, rows >> _WORD_BITS, np.left_shift(np.int64(1), rows & _WORD_MASK))
+    at, bits = _file_words(rows)
+    words = np.zeros(int(at[-1]) + 1, dtype=np.int64)
+    words[at] = bits
     return words
 
 
@@ -169,42 +176,57 @@ def _broadcast_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
             for index, add in enumerate(files)
             if add.deletion_vector is not None
         ]
-        bit_of_row = row_index.bitwiseAND(_WORD_MASK).cast("int")
-        spark = rows.sparkSession
-        if sum((int(r[-1]) >> _WORD_BITS) + 1 for _, r in deleted if len(r)) <= DENSE_WORDS_LIMIT:
-            arrays = [word_arrays(r) for _, r in deleted]
-            lengths = np.fromiter((len(a) for a in arrays), np.int32, len(arrays))
-            offsets = np.concatenate([np.zeros(1, np.int32), np.cumsum(lengths, dtype=np.int32)])
-            values = pa.array(np.concatenate(arrays) if arrays else np.empty(0, np.int64))
-            by_file = pa.table(
-                {
-                    _DV_FILE: pa.array([index for index, _ in deleted], pa.int64()),
-                    _DV_WORDS: pa.ListArray.from_arrays(pa.array(offsets), values),
-                }
-            )
-            tagged = rows.select("*", file_index.alias(_DV_FILE))
-            joined = tagged.join(
-                F.broadcast(spark.createDataFrame(by_file)), on=[_DV_FILE], how="left_outer"
-            )
-            bits = F.get(F.col(_DV_WORDS), F.shiftright(row_index, _WORD_BITS).cast("int"))
-            live = joined.filter(bits.isNull() | (F.getbit(bits, bit_of_row) == 0))
-            return live.drop(_DV_FILE, _DV_WORDS)
-        stride, keys, words = deleted_words(deleted)
-        word = F.shiftright(row_index, _WORD_BITS)
-        # A row past the last word of every vector is live; it must not reach the next file's.
-        key = F.when(word < F.lit(stride), file_index * F.lit(stride) + word)
-        table = pa.table(
-            {_DV_KEY: pa.array(keys, pa.int64()), _DV_WORD: pa.array(words, pa.int64())}
-        )
-        tagged = rows.select("*", key.alias(_DV_KEY), row_index.alias(_DV_ROW))
-        joined = tagged.join(
-            F.broadcast(spark.createDataFrame(table)), on=[_DV_KEY], how="left_outer"
-        )
-        bit = F.getbit(F.col(_DV_WORD), F.col(_DV_ROW).bitwiseAND(_WORD_MASK).cast("int"))
-        live = joined.filter(F.col(_DV_WORD).isNull() | (bit == 0))
-        return live.drop(_DV_KEY, _DV_WORD, _DV_ROW)
+        dense = sum((int(r[-1]) >> _WORD_BITS) + 1 for _, r in deleted if len(r))
+        keep = _join_arrays if dense <= DENSE_WORDS_LIMIT else _join_words
+        return keep(rows, file_index, row_index, deleted)
 
     return keep_live
+
+
+def _join_arrays(
+    rows: DataFrame,
+    file_index: Column,
+    row_index: Column,
+    deleted: Sequence[tuple[int, np.ndarray]],
+) -> DataFrame:
+    """Keeps the live rows, joined by file to one broadcast row of the file's words."""
+    arrays = [word_arrays(r) for _, r in deleted]
+    offsets = np.zeros(len(arrays) + 1, np.int32)
+    np.cumsum([len(a) for a in arrays], out=offsets[1:])
+    values = pa.array(np.concatenate(arrays) if arrays else np.empty(0, np.int64))
+    by_file = pa.table(
+        {
+            _DV_FILE: pa.array([index for index, _ in deleted], pa.int64()),
+            _DV_WORDS: pa.ListArray.from_arrays(pa.array(offsets), values),
+        }
+    )
+    tagged = rows.select("*", file_index.alias(_DV_FILE))
+    words = F.broadcast(rows.sparkSession.createDataFrame(by_file))
+    joined = tagged.join(words, on=[_DV_FILE], how="left_outer")
+    # get() is NULL past the array: a row after the file's last deleted row is live.
+    bits = F.get(F.col(_DV_WORDS), F.shiftright(row_index, _WORD_BITS).cast("int"))
+    bit = F.getbit(bits, row_index.bitwiseAND(_WORD_MASK).cast("int"))
+    return joined.filter(bits.isNull() | (bit == 0)).drop(_DV_FILE, _DV_WORDS)
+
+
+def _join_words(
+    rows: DataFrame,
+    file_index: Column,
+    row_index: Column,
+    deleted: Sequence[tuple[int, np.ndarray]],
+) -> DataFrame:
+    """Keeps the live rows, joined by file and word to the words that delete something."""
+    stride, keys, words = deleted_words(deleted)
+    word = F.shiftright(row_index, _WORD_BITS)
+    # A row past the last word of every vector is live; it must not reach the next file's.
+    key = F.when(word < F.lit(stride), file_index * F.lit(stride) + word)
+    table = pa.table({_DV_KEY: pa.array(keys, pa.int64()), _DV_WORD: pa.array(words, pa.int64())})
+    tagged = rows.select("*", key.alias(_DV_KEY), row_index.alias(_DV_ROW))
+    joined = tagged.join(
+        F.broadcast(rows.sparkSession.createDataFrame(table)), on=[_DV_KEY], how="left_outer"
+    )
+    bit = F.getbit(F.col(_DV_WORD), F.col(_DV_ROW).bitwiseAND(_WORD_MASK).cast("int"))
+    return joined.filter(F.col(_DV_WORD).isNull() | (bit == 0)).drop(_DV_KEY, _DV_WORD, _DV_ROW)
 
 
 def _udf_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
