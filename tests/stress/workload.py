@@ -31,7 +31,11 @@ class Attempt:
 
 
 def run_writer(spark: Any, path: str, writer: str, *, seconds: float, out: Path, seed: int) -> None:
-    """Appends or overwrites random partitions until ``seconds`` pass; logs every attempt."""
+    """Appends or overwrites random partitions until ``seconds`` pass; logs every attempt.
+
+    Row ids are ``seed * 1_000_000 + seq * 10 + i``, so writers given distinct seeds never write
+    the same id and a duplicated row can only come from the table.
+    """
     import deltatx
     from deltatx.errors import ConcurrentModificationException
 
@@ -43,7 +47,7 @@ def run_writer(spark: Any, path: str, writer: str, *, seconds: float, out: Path,
             seq += 1
             part = rng.choice(PARTITIONS)
             op = "overwrite" if rng.random() < 0.3 else "append"
-            base = (abs(hash(writer)) % 1000) * 1_000_000 + seq * 10
+            base = seed * 1_000_000 + seq * 10
             ids = [base + i for i in range(rng.randint(1, 3))]
             df = spark.createDataFrame(
                 [(i, part, writer) for i in ids], "id BIGINT, part STRING, writer STRING"
