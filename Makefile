@@ -73,7 +73,7 @@ chromium:
 
 # The delta-spark side-by-side suite alone (skips with its reason when the jars are absent).
 peer: $(STAMP) $(PEER_DEPS)
-	$(BIN)/pytest tests/peer -q -p no:cacheprovider
+	DELTATX_PEER_FULL=1 $(BIN)/pytest tests/peer -q -p no:cacheprovider
 
 stress: $(STAMP) $(PEER_DEPS)
 	DELTATX_STRESS_FULL=1 DELTATX_PEER_APPEND_SECONDS=$${DELTATX_PEER_APPEND_SECONDS:-60} \

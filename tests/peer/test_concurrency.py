@@ -195,6 +195,12 @@ def _cases() -> list[Case]:
 
 
 CASES = _cases()
+# Both commit orders of every cell take about seven minutes; `make test` (whose whole run must
+# stay under 30 minutes on two cores) races each cell in one order, alternating, and
+# `make peer` (DELTATX_PEER_FULL=1) in both.
+FULL = bool(os.environ.get("DELTATX_PEER_FULL"))
+DELTA_SPARK_FIRST = CASES if FULL else CASES[0::2]
+DELTATX_FIRST = CASES if FULL else CASES[1::2]
 
 
 def _case_id(c: Case) -> str:
@@ -252,7 +258,7 @@ def _assert_consistent(spark: SparkSession, delta_spark: DeltaSpark, path: str, 
         assert {i for i in range(20) if i not in (1, 4)} <= set(ids), "a row was lost"
 
 
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("case", DELTA_SPARK_FIRST, ids=_case_id)
 def test_delta_spark_commits_first(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, case: Case
 ) -> None:
@@ -270,7 +276,7 @@ def test_delta_spark_commits_first(
     _assert_consistent(spark, delta_spark, path, case)
 
 
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("case", DELTATX_FIRST, ids=_case_id)
 def test_deltatx_commits_first(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, case: Case
 ) -> None:
