@@ -151,7 +151,8 @@ def _rows(dt: DeltaTable) -> list[tuple[object, ...]]:
     return sorted((tuple(r) for r in dt.to_df().collect()), key=repr)
 
 
-def _counts(m: MergeMetrics) -> tuple[int, ...]:
+def merge_counts(m: MergeMetrics) -> tuple[int, ...]:
+    """The row and file counts two MERGE paths over the same tables must agree on."""
     return (
         m.num_source_rows,
         m.num_target_rows_updated,
@@ -188,7 +189,7 @@ def test_driver_merge_matches_the_spark_path(
     assert _rows(DeltaTable.for_path(spark, str(on_driver))) == _rows(
         DeltaTable.for_path(spark, str(in_spark))
     )
-    assert _counts(got) == _counts(expected)
+    assert merge_counts(got) == merge_counts(expected)
 
 
 @pytest.mark.parametrize("dv", [True, False], ids=["dv", "copy-on-write"])

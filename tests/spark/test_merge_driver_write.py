@@ -28,7 +28,7 @@ from deltatx.kernel.metrics import MergeMetrics
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.commands import merge_driver_source, merge_driver_write, merge_from_source
 
-from .test_merge_driver import null_heavy_rows
+from .test_merge_driver import merge_counts, null_heavy_rows
 
 SCHEMA = "id BIGINT, k STRING, v DOUBLE, n INT"
 
@@ -161,19 +161,6 @@ def _rows(dt: DeltaTable) -> list[tuple[object, ...]]:
     return sorted((tuple(repr(v) for v in r) for r in dt.to_df().collect()), key=repr)
 
 
-def _counts(m: MergeMetrics) -> tuple[int, ...]:
-    return (
-        m.num_source_rows,
-        m.num_target_rows_updated,
-        m.num_target_rows_deleted,
-        m.num_target_rows_inserted,
-        m.num_target_rows_copied,
-        m.num_output_rows,
-        m.num_target_files_removed,
-        m.num_deletion_vectors_added,
-    )
-
-
 def _both(
     spark: SparkSession,
     tmp_path: Path,
@@ -200,7 +187,7 @@ def _both(
     assert _rows(DeltaTable.for_path(spark, str(on_driver))) == _rows(
         DeltaTable.for_path(spark, str(in_spark))
     )
-    assert _counts(got) == _counts(expected)
+    assert merge_counts(got) == merge_counts(expected)
     return written, on_driver
 
 
