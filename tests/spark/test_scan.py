@@ -222,17 +222,22 @@ def test_with_address_adds_file_and_row_indexes(spark: SparkSession, table_dir: 
     assert empty.columns == ["id", "k", FILE_INDEX_COLUMN, ROW_INDEX_COLUMN]
 
 
-@pytest.mark.parametrize("lookup", ["literal maps", "broadcast join", "normalised join"])
+@pytest.mark.parametrize(
+    "lookup", ["size search", "ties by join", "broadcast join", "normalised join"]
+)
 def test_addressed_reads_agree_across_lookups(
     spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch, lookup: str
 ) -> None:
-    """Rows are tied to their file (index, partition values) by literal maps up to a number of
-    files and by a broadcast join past it; both give the same rows, for renamed files with
-    URI and glob characters, absolute URIs and NULL partition values. The join looks paths
-    spelt as expected up as they are, and normalises the others (every one, past a number of
-    files)."""
-    if lookup != "literal maps":
-        monkeypatch.setattr("deltatx.spark.scan._MAP_LIMIT", 0)
+    """Rows are tied to their file (index, partition values) by a search over file sizes up
+    to a number of files (files of one size told apart by path) and by a broadcast join past
+    it, or past a number of files sharing a size; all give the same rows, for renamed files
+    with URI and glob characters, absolute URIs and NULL partition values. The join looks
+    paths spelt as expected up as they are, and normalises the others (every one, past a
+    number of files)."""
+    if lookup == "ties by join":
+        monkeypatch.setattr("deltatx.spark.scan._TIES_LIMIT", 0)
+    elif lookup != "size search":
+        monkeypatch.setattr("deltatx.spark.scan._SEARCH_LIMIT", 0)
     if lookup == "normalised join":
         monkeypatch.setattr("deltatx.spark.scan._EXACT_LIMIT", 0)
     rows = [(1, "x"), (2, "y"), (3, None), (4, "a b")]
@@ -251,3 +256,28 @@ def test_addressed_reads_agree_across_lookups(
     )
     by_value = {a.partition_values["k"] or None: i for i, a in enumerate(spelled)}
     assert got == sorted((i, k, by_value[k], 0) for i, k in rows)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 8, 9, 33])
+def test_each_row_finds_its_file_by_size(spark: SparkSession, table_dir: Path, count: int) -> None:
+    """The binary search over the log's file sizes pads its array to one less than a power of
+    two: at every file count around one, every row finds its own file, including files that
+    share a size (files 2m and 2m + 1 hold the same data, so the same bytes)."""
+    rows = [(1000 * (k // 2) + i, k) for k in range(count) for i in range(1 + k // 2)]
+    df = spark.createDataFrame(rows, "id long, k int").coalesce(1)
+    schema = from_spark_schema(df.schema)
+    adds = write_files(df, table_path=str(table_dir), partition_columns=["k"], schema=schema)
+    assert len(adds) == count
+    if count > 1:
+        assert len({a.size for a in adds}) < count
+    back = files_to_dataframe(
+        spark,
+        table_path=str(table_dir),
+        files=adds,
+        schema=schema,
+        partition_columns=["k"],
+        with_address=True,
+    )
+    file_of_k = {int(a.partition_values["k"] or "-1"): i for i, a in enumerate(adds)}
+    got = sorted((r["id"], r["k"], r[FILE_INDEX_COLUMN]) for r in back.collect())
+    assert got == sorted((i, k, file_of_k[k]) for i, k in rows)

@@ -2,16 +2,18 @@
 
 Spark's Parquet reader reads exactly the listed files with the data columns as an explicit
 schema: no inference, no partition discovery from directory names, and columns a file lacks
-(added to the table later) read as NULL. Partition values come from the log: a small broadcast
-table maps each file (by the path Spark reports in ``_metadata.file_path``) to its index and
-its partition values, which are cast to the schema's types. One scan and one broadcast join
-scale to many thousands of files and partitions, where a union per partition would not.
+(added to the table later) read as NULL. Partition values come from the log: each row finds
+its file's index by a binary search of the size Spark reports (``_metadata.file_size``) over
+the log's sizes, and its partition values in literal arrays, cast to the schema's types; past
+a few thousand files, a small broadcast table keyed by the path Spark reports takes over. One
+scan scales to many thousands of files and partitions, where a union per partition would not.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -181,12 +183,9 @@ def files_to_dataframe(
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
-    if len(files) <= _MAP_LIMIT:
-        tied, looked_up = _looked_up(files, keys, columns, file_key)
-        if tied is not None:
-            rows = rows.select("*", tied.alias(_TIED_INDEX))
-        reported = F.col("_metadata.file_path").alias(_FILE_KEY)
-        rows = rows.select("*", reported, *looked_up, *row_index)
+    searched = _with_file_index(rows, files, keys, file_key, row_index)
+    if searched is not None:
+        rows = searched.select("*", *_partition_columns(files, columns, F.col(_FILE_INDEX)))
     else:
         lookup = _lookup_table(spark, files, keys, columns)
         expected = [_reported_path(k) for k in keys]
@@ -238,14 +237,11 @@ def _with_partition_values(
     if row_filter is not None:
         rows = row_filter(rows, file_index, row_index)
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
-    by_file = [_partition_values(add, columns) for add in files]
+    values = dict(zip(columns, _partition_columns(files, columns, file_index), strict=True))
     output: list[Column] = []
     for field in schema.fields:
         if field.name in columns:
-            at = columns.index(field.name)
-            values = F.array(*[F.lit(v[at]).cast("string") for v in by_file])
-            value = F.element_at(values, (file_index + 1).cast("int"))
-            output.append(value.cast(spark_types[field.name]).alias(field.name))
+            output.append(values[field.name].cast(spark_types[field.name]).alias(field.name))
         else:
             output.append(F.col(quote_column(field.name)))
     if with_address:
@@ -296,9 +292,13 @@ def _union_of_partitions(
 
 # Up to this many files, each row's file index is found by a binary search over the file sizes
 # and its partition values in literal arrays (constant-folded into the plan) rather than by a
-# broadcast join, which costs about as much as the scan itself. Past it the join is cheaper
-# (measured on a 200-file compaction: 1.6 s against 2.5 s for the search).
-_MAP_LIMIT = 64
+# broadcast join on its path, which hashes a string per row: on 1M rows in 100 files with
+# deletion vectors, the join made the read cost several times the scan. The arrays travel
+# with every task, so past this many files the join takes over.
+_SEARCH_LIMIT = 4096
+# Files sharing a size are told apart by path in a literal map, which Spark searches key by
+# key: past this many such files, the join is cheaper.
+_TIES_LIMIT = 64
 # Up to this many files, the join looks paths spelt as expected up as they are; the set of
 # spellings travels with every task, so past it each row's path is normalised instead.
 _EXACT_LIMIT = 4096
@@ -310,33 +310,82 @@ def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
     return [lowered.get(c.lower()) or None for c in columns]
 
 
-def _looked_up(
+def _with_file_index(
+    rows: DataFrame,
     files: Sequence[AddFile],
     keys: Sequence[str],
-    columns: Sequence[str],
     file_key: Column,
-) -> tuple[Column | None, list[Column]]:
-    """Each row's file index, then its partition values (as strings), from literals.
+    row_index: Sequence[Column],
+) -> DataFrame | None:
+    """``rows`` with :data:`_FILE_KEY`, ``row_index`` and each row's :data:`_FILE_INDEX`.
+
+    The index comes from a branch-free binary search of the row's ``_metadata.file_size``
+    over the files' sorted sizes in one literal array: one projection per bit, each an array
+    read and a comparison in generated code, so the plan grows with the logarithm of the
+    file count (a nested ``CASE`` per size made methods too large for the JIT to compile).
+    Files that share a size are told apart by path (:data:`_TIED_INDEX`). A file whose size
+    is not the log's gets no index, and the scan fails on it as on any file the log does not
+    know.
 
     Returns:
-        ``(tied, columns)``: ``tied`` tells apart the files that share a size, by path (None
-        when every size is distinct); the caller adds it as :data:`_TIED_INDEX` first, since
-        the index refers to it.
+        None past :data:`_SEARCH_LIMIT` files or :data:`_TIES_LIMIT` files sharing a size: the
+        caller joins on paths instead.
     """
     groups: dict[int, list[int]] = {}
     for i, add in enumerate(files):
         groups.setdefault(add.size, []).append(i)
     ties = [i for group in groups.values() if len(group) > 1 for i in group]
-    tied = _index_by_path(ties, keys, file_key) if ties else None
-    index = F.expr(_index_by_size(groups))
-    out = [index.alias(_FILE_INDEX)]
+    if len(files) > _SEARCH_LIMIT or len(ties) > _TIES_LIMIT:
+        return None
+    sizes = sorted(groups)
+    bits = len(sizes).bit_length()
+    # Padding above every size keeps the search monotone; a size past them all finds the pad
+    # (or nothing, when there is none), which no file matches.
+    padded = [*sizes, *[_LONG_MAX] * (2**bits - 1 - len(sizes))]
+    by_position = [groups[size][0] if len(groups[size]) == 1 else -1 for size in sizes]
+    size_array = F.split(F.lit(",".join(map(str, padded))), ",").cast("array<bigint>")
+    index_array = F.split(F.lit(",".join(map(str, by_position))), ",").cast("array<bigint>")
+    located = [
+        F.col("_metadata.file_size").alias(_FILE_SIZE),
+        F.col("_metadata.file_path").alias(_FILE_KEY),
+        F.lit(0).alias(_SEARCH_POSITION),
+    ]
+    if ties:
+        located.append(_index_by_path(ties, keys, file_key).alias(_TIED_INDEX))
+    out = rows.select("*", *located, *row_index)
+    position = F.col(_SEARCH_POSITION)
+    for bit in reversed(range(bits)):
+        step = 1 << bit
+        # A projection per step: Spark keeps them apart, where one expression would repeat
+        # the previous steps at every level.
+        below = F.get(size_array, position + (step - 1)) < F.col(_FILE_SIZE)
+        out = out.withColumn(_SEARCH_POSITION, position + F.when(below, step).otherwise(0))
+    found = F.get(index_array, position)
+    index = F.when(found >= 0, found).otherwise(F.col(_TIED_INDEX)) if ties else found
+    matched = F.get(size_array, position) == F.col(_FILE_SIZE)
+    return out.withColumn(_FILE_INDEX, F.when(matched, index))
+
+
+def _partition_columns(
+    files: Sequence[AddFile], columns: Sequence[str], file_index: Column
+) -> list[Column]:
+    """Each partition column's value (a string) for the row's file, from a literal array.
+
+    The array is one JSON literal, constant-folded by Spark: a literal per file cost a call to
+    the JVM each.
+    """
     by_file = [_partition_values(add, columns) for add in files]
+    out = []
     for i in range(len(columns)):
-        values = F.array(*[F.lit(v[i]).cast("string") for v in by_file])
-        out.append(F.try_element_at(values, (index + 1).cast("int")).alias(_partition_alias(i)))
-    return tied, out
+        values = F.from_json(F.lit(json.dumps([v[i] for v in by_file])), "array<string>")
+        position = (file_index + 1).cast("int")
+        out.append(F.try_element_at(values, position).alias(_partition_alias(i)))
+    return out
 
 
+_FILE_SIZE = "__deltatx_file_size"
+_SEARCH_POSITION = "__deltatx_search_position"
+_LONG_MAX = 2**63 - 1
 _TIED_INDEX = "__deltatx_tied_index"
 
 
@@ -354,34 +403,6 @@ def _index_by_path(indexes: Sequence[int], keys: Sequence[str], file_key: Column
     reported = [_reported_path(keys[i]) for i in indexes]
     named = [keys[i] for i in indexes]
     return F.coalesce(lookup(reported, F.col("_metadata.file_path")), lookup(named, file_key))
-
-
-def _index_by_size(groups: dict[int, list[int]]) -> str:
-    """SQL for each row's file index: a binary search over the files' sizes.
-
-    Comparing a number a few times costs a fraction of looking a path up in a map (measured on
-    16 files: 0.03 s of executor CPU per 4M rows against 0.23 s), and as one SQL expression
-    it is one call to the JVM rather than several per node. Files that share a size take
-    :data:`_TIED_INDEX`. A file whose size is not the log's gets no index, and the scan fails
-    on it as on any file the log does not know.
-
-    Args:
-        groups: The indexes of the files of each size.
-    """
-    sizes = sorted(groups)
-
-    def search(lo: int, hi: int) -> str:
-        if hi - lo == 1:
-            same = groups[sizes[lo]]
-            found = str(same[0]) if len(same) == 1 else _TIED_INDEX
-            return f"CASE WHEN _metadata.file_size = {sizes[lo]} THEN {found} END"
-        mid = (lo + hi) // 2
-        return (
-            f"CASE WHEN _metadata.file_size < {sizes[mid]} "
-            f"THEN {search(lo, mid)} ELSE {search(mid, hi)} END"
-        )
-
-    return f"CAST({search(0, len(sizes))} AS BIGINT)"
 
 
 def _reported_path(key: str) -> str:
