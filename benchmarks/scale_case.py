@@ -2,7 +2,9 @@
 
 At each size, MERGE, UPDATE and DELETE of 1% of the rows (the case-7 operations, through
 :func:`spark_cases.dml_ops`) run on a copy-on-write table and on one with deletion vectors,
-beside the plain-Spark copy-on-write baseline and delta-rs measured in the same run. Every
+the latter also without fsync (``spark.deltatx.storage.fsync=false``, as delta-rs, which never
+syncs, runs; its own rows and verdict), beside the plain-Spark copy-on-write baseline and
+delta-rs measured in the same run. Every
 figure carries its peak memory: the driver's resident set and the JVM's heap for deltatx and
 plain Spark (one driver, so its RSS is the peak of the process so far), the resident set of
 the spawned process for delta-rs (a fresh one per operation and size). Files hold
@@ -27,6 +29,7 @@ from pyspark.sql import SparkSession
 from benchmarks import rs_workers, spark_cases
 from benchmarks.harness import Figure, Row, Stats, run_in_spawned
 from benchmarks.spark_cases import Timer
+from deltatx.spark.durability import FSYNC_CONF
 
 CASE = "15 scale"
 FULL_SIZES = (2_000_000, 10_000_000, 50_000_000)
@@ -39,10 +42,27 @@ _DISK_COPIES = 8
 # delta-rs rewrites the touched files in Arrow memory and a MERGE may scan the whole target:
 # a rough upper bound of the resident bytes per target row, to refuse sizes that cannot fit.
 _MEMORY_BYTES_PER_ROW = 64.0
-_VARIANTS = {False: "copy-on-write", True: "deletion vectors"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Variant:
+    """One way deltatx runs the operation: its table kind and whether commits are fsynced."""
+
+    label: str
+    dv: bool
+    fsync: bool = True
+
+
+# delta-rs never fsyncs: deltatx is measured synced (its default) and, as delta-rs, without.
+_RUNS = (
+    _Variant("copy-on-write", dv=False),
+    _Variant("deletion vectors", dv=True),
+    _Variant("deletion vectors, no fsync", dv=True, fsync=False),
+)
 # Issue 16: at this many rows and more, DML touching 1% must be ahead of delta-rs.
 AHEAD_FROM_ROWS = 10_000_000
 AHEAD_TARGET = "ahead of delta-rs at 10M rows and more"
+AHEAD_UNSYNCED_TARGET = "ahead of delta-rs at 10M rows and more, both without fsync"
 _GROWTH_TARGET = "report how cost grows with size"
 
 
@@ -157,24 +177,36 @@ def _measure_size(
     rows: list[Row] = []
     for op, fn in spark_cases.dml_ops(spark, n).items():
         log(f"  {n:,} rows: {op}")
-        ours: dict[bool, Figure] = {}
-        for dv, variant in _VARIANTS.items():
+        ours: dict[_Variant, Figure] = {}
+        for variant in _RUNS:
             handle: dict[str, DeltaTable] = {}
 
-            def setup(src: str = templates[dv], h: dict[str, DeltaTable] = handle) -> None:
+            def setup(
+                src: str = templates[variant.dv],
+                h: dict[str, DeltaTable] = handle,
+                fsync: bool = variant.fsync,
+            ) -> None:
                 spark_cases._copy(src, run_dir)
-                h["dt"] = DeltaTable.for_path(spark, run_dir)
+                # A handle reads the setting when it is made.
+                spark.conf.set(FSYNC_CONF, str(fsync).lower())
+                try:
+                    h["dt"] = DeltaTable.for_path(spark, run_dir)
+                finally:
+                    spark.conf.unset(FSYNC_CONF)
 
             def dx_op(h: dict[str, DeltaTable] = handle, f: Any = fn) -> None:
                 f(h["dt"])
 
             stats, jobs = timer.measure(dx_op, runs=sizes.runs, warmup=sizes.warmup, setup=setup)
-            extra: dict[str, Any] = {"scale_op": op, "scale_variant": variant}
+            extra: dict[str, Any] = {"scale_op": op, "scale_variant": variant.label}
             extra.update(timer.memory)
             extra["rewrote"] = spark_cases._files_rewritten(run_dir)
-            if dv and not spark_cases._has_dvs(run_dir):
+            if variant.dv and not spark_cases._has_dvs(run_dir):
                 extra["rewrote"] += " (no deletion vector was written)"
-            ours[dv] = spark_cases._dx(stats, jobs, **extra)
+            extra["durability"] = (
+                "commits fsynced (default)" if variant.fsync else "no fsync, as delta-rs"
+            )
+            ours[variant] = spark_cases._dx(stats, jobs, **extra)
 
         counter = iter(range(10**6))
 
@@ -212,8 +244,8 @@ def _measure_size(
             rs_extra["error"] = rs_error
         rs = Figure("delta-rs", rs_version, rs_stats, rs_extra)
 
-        for dv, variant in _VARIANTS.items():
-            mine = ours[dv]
+        for variant in _RUNS:
+            mine = ours[variant]
             for peer in (plain, rs):
                 if peer is rs:
                     peer_memory = (
@@ -222,16 +254,18 @@ def _measure_size(
                 else:
                     peer_memory = "plain Spark " + _memory_text(plain.extra)
                 judged = peer is rs and n >= AHEAD_FROM_ROWS
+                ahead = AHEAD_TARGET if variant.fsync else AHEAD_UNSYNCED_TARGET
                 row = Row(
                     case=CASE,
-                    name=f"{op.upper()} 1%, {variant} vs {peer.engine}",
+                    name=f"{op.upper()} 1%, {variant.label} vs {peer.engine}",
                     size=size,
                     unit="s",
                     deltatx=Figure(mine.engine, mine.version, mine.stats, dict(mine.extra)),
                     peer=peer,
-                    target=AHEAD_TARGET if judged else _GROWTH_TARGET,
+                    target=ahead if judged else _GROWTH_TARGET,
                     x=float(n),
                     notes=(
+                        f"deltatx {mine.extra['durability']}; "
                         f"peak memory: deltatx {_memory_text(mine.extra)}; {peer_memory}; "
                         f"deltatx rewrote {mine.extra['rewrote']}"
                     ),

@@ -55,6 +55,7 @@ from deltatx.spark.commands.common import (
     read_files,
 )
 from deltatx.spark.datasource import SHORT_NAME, DeltatxDataSource
+from deltatx.spark.durability import log_for
 from deltatx.transaction import Timestamp, Transaction
 from deltatx.writes import write
 
@@ -67,7 +68,7 @@ class DeltaTable(DeltaTableNames):
     def __init__(self, spark: SparkSession, path: str) -> None:
         """Use :meth:`for_path` or :meth:`create`; this does not check that a table exists."""
         self._spark = spark
-        self._log = DeltaLog.for_table(path)
+        self._log = log_for(spark, path)
         self._alias: str | None = None
         self._latest: Snapshot | None = None
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from deltatx.log.delta_log import DeltaLog
 from deltatx.progress import operation
+from deltatx.spark.durability import log_for
 from deltatx.transaction import Transaction
 
 
@@ -42,7 +42,7 @@ def write(
     """
     with operation("WRITE", path):
         spark = df.sparkSession
-        log = DeltaLog.for_table(path)
+        log = log_for(spark, path)
         snapshot = log.snapshot() if log.table_exists() else None
         txn = Transaction(spark, log, snapshot)
         try:

@@ -82,7 +82,11 @@ def test_scale_report_tabulates_every_engine_and_skipped_sizes(tmp_path: Path) -
     memory = {"driver_peak_rss_mb": 100.0, "jvm_peak_heap_mb": 200.0}
     rows = []
     for n in (1_000.0, 2_000.0):
-        for variant, seconds in (("copy-on-write", 2.0), ("deletion vectors", 1.0)):
+        for variant, seconds in (
+            ("copy-on-write", 2.0),
+            ("deletion vectors", 1.0),
+            ("deletion vectors, no fsync", 0.15),
+        ):
             mine = {"scale_op": "delete", "scale_variant": variant, **memory}
             for peer in (fig("plain Spark", 3.0, **memory), fig("delta-rs", 0.5, peak_rss_mb=50.0)):
                 rows.append(
@@ -110,8 +114,8 @@ def test_scale_report_tabulates_every_engine_and_skipped_sizes(tmp_path: Path) -
     assert (tmp_path / plots["scale: DELETE 1% of the rows"]).exists()
     text = "\n".join(report.scale_section([*rows, skipped], plots, "plots"))
     assert (
-        "| DELETE 1% | 2,000 | 4.00 s | 2.00 s | 3.00 s | 500.00 ms | 8.00 | 4.00 "
-        "| no (not judged below 10M rows) |"
+        "| DELETE 1% | 2,000 | 4.00 s | 2.00 s | 300.00 ms | 3.00 s | 500.00 ms | 8.00 | 4.00 "
+        "| 0.60 | synced: no; no fsync: yes (not judged below 10M rows) |"
     ) in text
     assert "delta-rs: 50 / -" in text and "plain Spark: 100 / 200" in text
     assert "| all | 9,000,000,000,000 |" in text and "skipped: no disk" in text

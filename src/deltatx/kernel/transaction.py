@@ -61,7 +61,8 @@ class ReadTracker:
         self._whole_table = False
         self._app_ids: set[str] = set()
         self._metadata = False
-        self._row_level: dict[str, set[int]] = {}
+        # Frozen as recorded: a statement's rows are copied once, and freezing copies nothing.
+        self._row_level: dict[str, frozenset[int]] = {}
         self._fallback: str | None = None
 
     def record_scan(self, predicate: Expression, files: Iterable[AddFile]) -> None:
@@ -103,10 +104,12 @@ class ReadTracker:
             files: Every file the statement read (matched rows or not).
             matched: Per path, the physical row indexes its conditions matched and it changed.
         """
+        row_level = self._row_level
         for f in files:
-            self._row_level.setdefault(f.path, set())
+            row_level.setdefault(f.path, frozenset())
         for path, rows in matched.items():
-            self._row_level.setdefault(path, set()).update(rows)
+            before = row_level.get(path)
+            row_level[path] = frozenset(rows) if not before else before.union(rows)
 
     def record_row_level_fallback(self, reason: str) -> None:
         """Records that row-level concurrency cannot apply to this transaction, and why."""
@@ -121,7 +124,7 @@ class ReadTracker:
             read_whole_table=self._whole_table,
             read_app_ids=frozenset(self._app_ids),
             read_metadata=self._metadata,
-            row_level_rows=MappingProxyType({p: frozenset(r) for p, r in self._row_level.items()}),
+            row_level_rows=MappingProxyType(dict(self._row_level)),
             row_level_fallback=self._fallback,
         )
 

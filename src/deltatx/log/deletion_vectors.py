@@ -174,7 +174,7 @@ def write_dvs(
     bitmaps = [struct.pack("<I", PORTABLE_MAGIC) + s.serialize() for s in sets]
     data, offsets = frame_dv_file(bitmaps)
     encoded, relative = new_dv_file_id(prefix)
-    log.location.write_if_absent(log.location.child(relative), data)
+    log.location.write_new(log.location.child(relative), data)
     return [
         stored_descriptor(encoded, offset, bitmap, len(s), s.max())
         for s, offset, bitmap in zip(sets, offsets, bitmaps, strict=True)

@@ -109,14 +109,19 @@ class DeltaLog:
         self.location = location
 
     @classmethod
-    def for_table(cls, table_path: str, *, store: LogStore | None = None) -> DeltaLog:
+    def for_table(
+        cls, table_path: str, *, store: LogStore | None = None, fsync: bool = True
+    ) -> DeltaLog:
         """The log of the table at ``table_path`` (a local path or ``file:`` URI).
+
+        ``fsync=False`` writes a local table's commits without syncing them to disk (see
+        :meth:`Location.of`).
 
         Raises:
             UnsupportedFeatureError: The URI names a store deltatx cannot use yet; nothing
                 is read or written.
         """
-        return cls(Location.of(table_path, store=store))
+        return cls(Location.of(table_path, store=store, fsync=fsync))
 
     @property
     def table_path(self) -> str:

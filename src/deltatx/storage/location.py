@@ -51,12 +51,15 @@ class Location:
     fs: pafs.FileSystem
 
     @classmethod
-    def of(cls, uri: str, *, store: LogStore | None = None) -> Location:
+    def of(cls, uri: str, *, store: LogStore | None = None, fsync: bool = True) -> Location:
         """Resolves a table URI: a local path, a ``file:`` URI, or an ``s3://`` (``s3a://``) URI.
 
         Args:
             uri: The table root as the user gave it.
             store: The store to use instead of the local filesystem's (tests, overlays).
+            fsync: Whether a local table's commits and deletion-vector files are synced to
+                disk before they count as written; False trades crash durability for speed
+                (an object store's writes are durable either way).
 
         Raises:
             UnsupportedFeatureError: The URI names a store deltatx cannot use yet
@@ -67,7 +70,8 @@ class Location:
         if scheme_of(root) == "s3":
             fs = shared_client_and_filesystem()[1]
             return cls(root, store if store is not None else S3LogStore(), fs)
-        return cls(root, store if store is not None else LocalLogStore(), pafs.LocalFileSystem())
+        local = store if store is not None else LocalLogStore(fsync=fsync)
+        return cls(root, local, pafs.LocalFileSystem())
 
     @property
     def on_object_store(self) -> bool:
@@ -187,6 +191,20 @@ class Location:
             FileAlreadyExistsError: Another writer got there first.
         """
         self.store.write(location, data, overwrite=False)
+
+    def write_new(self, location: str, data: bytes) -> None:
+        """Writes a file under a fresh unique name that no commit names yet (a DV file).
+
+        Durable on return, like :meth:`write_if_absent`, but not published atomically: only
+        a later commit makes the file visible, so the local store may write it in place.
+
+        Raises:
+            FileAlreadyExistsError: Something is already at ``location``.
+        """
+        if isinstance(self.store, LocalLogStore):
+            self.store.write_new(location, data)
+        else:
+            self.store.write(location, data, overwrite=False)
 
     def overwrite(self, location: str, data: bytes) -> None:
         """Writes a whole file atomically, replacing what is there."""
