@@ -22,12 +22,16 @@ FSYNC_CONF = "spark.deltatx.storage.fsync"
 _VALUES = {"true": True, "false": False}
 
 
-def fsync_enabled(spark: SparkSession) -> bool:
+def fsync_enabled(spark: SparkSession | None) -> bool:
     """Whether the session syncs local commits to disk (``spark.deltatx.storage.fsync``).
+
+    Without a session (a handle used for log work alone), commits are synced.
 
     Raises:
         InvalidArgumentError: The setting is neither ``true`` nor ``false``.
     """
+    if spark is None:
+        return True
     raw = spark.conf.get(FSYNC_CONF, None)
     if raw is None:
         return True
@@ -37,7 +41,7 @@ def fsync_enabled(spark: SparkSession) -> bool:
     return value
 
 
-def log_for(spark: SparkSession, table_path: str) -> DeltaLog:
+def log_for(spark: SparkSession | None, table_path: str) -> DeltaLog:
     """The log of the table at ``table_path``, synced to disk as the session says.
 
     Raises:
