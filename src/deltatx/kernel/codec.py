@@ -514,19 +514,9 @@ def parse_action(line: str, *, where: str = "action") -> Action:
         InvalidTableError: The line is not JSON or not a valid action.
     """
     if line.startswith('{"add":'):
-        # orjson reads strict JSON as the standard parser does, except integers beyond 64
-        # bits (as floats, which no plain add has), and refuses the rest (NaN tokens, lone
-        # surrogates); whatever is not a plain add is read again below.
-        try:
-            fast = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            fast = None
-        if type(fast) is dict and len(fast) == 1:
-            value = fast.get("add")
-            if type(value) is dict:
-                plain = _plain_add(value)
-                if plain is not None:
-                    return plain
+        plain = _fast_add(line)
+        if plain is not None:
+            return plain
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -537,6 +527,24 @@ def parse_action(line: str, *, where: str = "action") -> Action:
         # Hostile nesting must surface as a typed error, not crash the reader.
         raise InvalidTableError(f"{where}: JSON nested too deeply") from None
     return action_from_json_obj(obj, where=where)
+
+
+def _fast_add(line: str) -> AddFile | None:
+    """The plain add on ``line`` (which starts with ``{"add":``), or None for the checked path.
+
+    orjson reads strict JSON as the standard parser does, except integers beyond 64 bits (as
+    floats, which no plain add has), and refuses the rest (NaN tokens, lone surrogates);
+    whatever is not a plain add is read again by the checked path.
+    """
+    try:
+        fast = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(fast) is dict and len(fast) == 1:
+        value = fast.get("add")
+        if type(value) is dict:
+            return _plain_add(value)
+    return None
 
 
 def serialize_action(action: Action) -> str:
@@ -580,9 +588,17 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
     except UnicodeDecodeError as exc:
         raise InvalidTableError(f"{where}: not UTF-8 text (byte {exc.start})") from None
     actions: list[Action] = []
+    add = actions.append
     for number, line in enumerate(text.split("\n"), start=1):
+        # Plain adds, the bulk of a commit, skip the per-line error context: a conflict check
+        # reads every winner's.
+        if line.startswith('{"add":'):
+            plain = _fast_add(line)
+            if plain is not None:
+                add(plain)
+                continue
         if line.strip():
-            actions.append(parse_action(line, where=f"{where} line {number}"))
+            add(parse_action(line, where=f"{where} line {number}"))
     return actions
 
 

@@ -199,13 +199,27 @@ class ConflictChecker:
             pending: The transaction that tries to commit.
         """
         self.pending = pending
-        acts = pending.actions
-        self._removes: dict[str, RemoveFile] = {
-            a.path: a for a in acts if isinstance(a, RemoveFile)
-        }
-        self._own_app_ids = frozenset(a.app_id for a in acts if isinstance(a, SetTransaction))
-        self._domains = frozenset(a.domain for a in acts if isinstance(a, DomainMetadata))
-        self._changes_metadata = any(isinstance(a, Metadata) for a in acts)
+        removes: dict[str, RemoveFile] = {}
+        app_ids: set[str] = set()
+        domains: set[str] = set()
+        changes_metadata = False
+        # One pass, adds skipped first: a checker is built for every commit that meets a
+        # winner, and most of its actions are added files.
+        for a in pending.actions:
+            if type(a) is AddFile:
+                continue
+            if isinstance(a, RemoveFile):
+                removes[a.path] = a
+            elif isinstance(a, SetTransaction):
+                app_ids.add(a.app_id)
+            elif isinstance(a, DomainMetadata):
+                domains.add(a.domain)
+            elif isinstance(a, Metadata):
+                changes_metadata = True
+        self._removes = removes
+        self._own_app_ids = frozenset(app_ids)
+        self._domains = frozenset(domains)
+        self._changes_metadata = changes_metadata
         self._watched_app_ids = pending.read_set.read_app_ids | self._own_app_ids
         level = pending.isolation_level
         # Whether a winner's added files can conflict at all, and whether a blind append's

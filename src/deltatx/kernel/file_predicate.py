@@ -44,7 +44,7 @@ from deltatx.kernel.values import (
     TIMESTAMP_KINDS,
     Kind,
     Uncoercible,
-    coerce_literal,
+    coerced_value,
     compare,
     kind_of_type,
 )
@@ -315,7 +315,7 @@ def _partition_equality(expr: Expression, scope: _Scope) -> tuple[str, Any] | No
     if kind is not Kind.BOOLEAN and isinstance(right.value, bool):
         return None
     try:
-        return name, coerce_literal(right.value, kind).value
+        return name, coerced_value(right.value, kind)
     except Uncoercible:
         return None
 
@@ -346,7 +346,7 @@ def _leaf(expr: Expression, scope: _Scope) -> tuple[str, ComparisonOp, Any, bool
     if kind is None or kind in TIMESTAMP_KINDS:
         return None
     try:
-        literal = coerce_literal(right.value, kind).value
+        literal = coerced_value(right.value, kind)
     except Uncoercible:
         return None
     ordered = kind in _TOTALLY_ORDERED_KINDS and not (

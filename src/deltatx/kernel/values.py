@@ -159,6 +159,24 @@ def parse_stat_value(value: Any, kind: Kind | None) -> Typed | None:
         return None
 
 
+def coerced_value(value: Any, kind: Kind) -> Any:
+    """``coerce_literal(value, kind).value``, without a ``Typed`` for the usual literals.
+
+    Raises:
+        Uncoercible: No safe conversion exists.
+    """
+    if _kept_as_is(value, kind):
+        return value
+    return coerce_literal(value, kind).value
+
+
+def _kept_as_is(value: Any, kind: Kind) -> bool:
+    # The usual literals (an integer for an integral column, text for a text one), which
+    # coercion keeps as they are.
+    t = type(value)
+    return (t is int and kind is Kind.INTEGRAL) or (t is str and kind is Kind.STRING)
+
+
 def coerce_literal(value: Any, kind: Kind) -> Typed:
     """Brings a non-null literal to a column's kind the way a comparison would.
 
@@ -170,6 +188,8 @@ def coerce_literal(value: Any, kind: Kind) -> Typed:
     Raises:
         Uncoercible: No safe conversion exists.
     """
+    if _kept_as_is(value, kind):
+        return Typed(value)
     match kind:
         case Kind.INTEGRAL:
             if isinstance(value, bool):
