@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from deltatx.spark.stats import (
     FloatLeafStats,
-    Path,
+    LeafPath,
     float_leaf_paths,
     float_leaf_stats,
     float_stats_metadata,
@@ -76,7 +76,7 @@ class DataFileWriter:
             compression=COMPRESSION,
             write_statistics=footer_statistics_columns(schema),
         )
-        self._floats: dict[Path, FloatLeafStats] = {
+        self._floats: dict[LeafPath, FloatLeafStats] = {
             path: FloatLeafStats() for path in float_leaf_paths(schema)
         }
 

@@ -4,9 +4,10 @@ Computed from the footers alone, never by scanning the data again. Floating poin
 the exception: pyarrow leaves NaN out of a footer's min/max, while Spark orders NaN above every
 number and trusts those bounds when it pushes a filter into the Parquet reader (``v > 1e300``
 would skip the row group holding a NaN). So the files deltatx writes with pyarrow
-(:class:`DataFileWriter`) carry no footer statistics for floating point leaves; their
-statistics are gathered from the data as it is written and travel in the footer's key-value
-metadata (:data:`FLOAT_STATS_KEY`), where :func:`file_stats_json` finds them.
+(:class:`~deltatx.spark.data_file_writer.DataFileWriter`) carry no footer statistics for
+floating point leaves; their statistics are gathered from the data as it is written and
+travel in the footer's key-value metadata (:data:`FLOAT_STATS_KEY`), where
+:func:`file_stats_json` finds them.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ FLOAT_STATS_KEY = "deltatx.floatStats"
 
 _FLOAT_TYPES = frozenset({"float", "double"})
 
-Path = tuple[str, ...]
+LeafPath = tuple[str, ...]
+"""A leaf column by the names from its top-level column down through structs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +114,11 @@ class FloatLeafStats:
         return (-0.0 if low == 0 else low), (0.0 if high == 0 else high)
 
 
-def float_leaf_paths(schema: pa.Schema) -> list[Path]:
+def float_leaf_paths(schema: pa.Schema) -> list[LeafPath]:
     """Paths of the floating point leaves of ``schema`` outside lists and maps."""
-    out: list[Path] = []
+    out: list[LeafPath] = []
 
-    def walk(arrow_type: pa.DataType, path: Path) -> None:
+    def walk(arrow_type: pa.DataType, path: LeafPath) -> None:
         if pa.types.is_floating(arrow_type):
             out.append(path)
         elif pa.types.is_struct(arrow_type):
@@ -129,8 +131,8 @@ def float_leaf_paths(schema: pa.Schema) -> list[Path]:
 
 
 def float_leaf_stats(
-    table: pa.Table, *, nan_known: Collection[Path] = ()
-) -> dict[Path, FloatLeafStats]:
+    table: pa.Table, *, nan_known: Collection[LeafPath] = ()
+) -> dict[LeafPath, FloatLeafStats]:
     """The statistics of each floating point leaf of ``table`` (outside lists and maps).
 
     Vectorised: a few passes over each leaf, no Python work per row.
@@ -140,7 +142,7 @@ def float_leaf_stats(
         nan_known: Leaves already known to hold a NaN (their bounds are lost anyway): only
             their NULLs are counted.
     """
-    out: dict[Path, FloatLeafStats] = {}
+    out: dict[LeafPath, FloatLeafStats] = {}
     for path, values in _float_leaves(table):
         if path in nan_known:
             out[path] = FloatLeafStats(null_count=values.null_count, nan=True)
@@ -159,14 +161,14 @@ def float_leaf_stats(
     return out
 
 
-def float_stats_metadata(stats: Mapping[Path, FloatLeafStats]) -> dict[str, str]:
+def float_stats_metadata(stats: Mapping[LeafPath, FloatLeafStats]) -> dict[str, str]:
     """The footer key-value entry carrying ``stats`` (read back by :func:`file_stats_json`)."""
     entries = [[list(p), s.null_count, s.low, s.high, s.nan] for p, s in stats.items()]
     # Python's JSON keeps infinities (as Infinity); NaN never reaches a bound.
     return {FLOAT_STATS_KEY: json.dumps(entries)}
 
 
-def _written_float_stats(metadata: pq.FileMetaData) -> dict[Path, FloatLeafStats]:
+def _written_float_stats(metadata: pq.FileMetaData) -> dict[LeafPath, FloatLeafStats]:
     raw = (metadata.metadata or {}).get(FLOAT_STATS_KEY.encode())
     if raw is None:
         return {}
@@ -179,8 +181,8 @@ def _written_float_stats(metadata: pq.FileMetaData) -> dict[Path, FloatLeafStats
         return {}  # unreadable: the footer's own statistics (none for floats) stand
 
 
-def _float_leaves(table: pa.Table) -> Iterator[tuple[Path, pa.ChunkedArray]]:
-    def walk(values: pa.ChunkedArray, path: Path) -> Iterator[tuple[Path, pa.ChunkedArray]]:
+def _float_leaves(table: pa.Table) -> Iterator[tuple[LeafPath, pa.ChunkedArray]]:
+    def walk(values: pa.ChunkedArray, path: LeafPath) -> Iterator[tuple[LeafPath, pa.ChunkedArray]]:
         if pa.types.is_floating(values.type):
             yield path, values
         elif pa.types.is_struct(values.type):
