@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from deltatx.spark.data_file_writer import DataFileWriter
 from deltatx.spark.partition_dirs import partition_directories, partition_value_text
 from deltatx.storage.location import Location
 
@@ -193,7 +194,7 @@ class _TaskWriter:
         self.grouped = grouped
         self.dirs = dirs
         self.max_rows = max_rows
-        self.open: dict[tuple[Any, ...], tuple[str, pq.ParquetWriter, int]] = {}
+        self.open: dict[tuple[Any, ...], tuple[str, DataFileWriter, int]] = {}
         # The writer does not close a stream it was given; on S3 the upload ends at close.
         self.sinks: dict[str, Any] = {}
         self.done: list[tuple[str, dict[str, str | None]]] = []
@@ -235,7 +236,7 @@ class _TaskWriter:
                     self.location.fs_path(self.location.child(rel))
                 )
                 self.sinks[rel] = sink
-                entry = (rel, pq.ParquetWriter(sink, table.schema, compression="snappy"), 0)
+                entry = (rel, DataFileWriter(sink, table.schema), 0)
             rel, writer, written = entry
             room = table.num_rows - offset
             if self.max_rows:

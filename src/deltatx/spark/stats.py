@@ -1,13 +1,21 @@
 """Per-file statistics from Parquet footers: numRecords, minValues, maxValues, nullCount.
 
-Computed from the footers alone, never by scanning the data again.
+Computed from the footers alone, never by scanning the data again. Floating point columns are
+the exception: pyarrow leaves NaN out of a footer's min/max, while Spark orders NaN above every
+number and trusts those bounds when it pushes a filter into the Parquet reader (``v > 1e300``
+would skip the row group holding a NaN). So the files deltatx writes with pyarrow
+(:class:`~deltatx.spark.data_file_writer.DataFileWriter`) carry no footer statistics for
+floating point leaves; their statistics are gathered from the data as it is written and
+travel in the footer's key-value metadata (:data:`FLOAT_STATS_KEY`), where
+:func:`file_stats_json` finds them.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -27,12 +35,7 @@ _MAX_CHAR = "\U0010ffff"
 _MICROS_PER_UNIT = {"milliseconds": 1000, "microseconds": 1, "nanoseconds": 0}
 
 
-def file_stats_json(
-    metadata: pq.FileMetaData,
-    data_schema: StructType,
-    *,
-    nan_columns: Collection[tuple[str, ...]] = (),
-) -> str:
+def file_stats_json(metadata: pq.FileMetaData, data_schema: StructType) -> str:
     """The ``stats`` JSON of a data file, from its Parquet footer alone.
 
     ``numRecords`` always; ``minValues``/``maxValues``/``nullCount`` for every primitive column
@@ -44,15 +47,16 @@ def file_stats_json(
     Args:
         metadata: The file's footer.
         data_schema: The schema of the columns stored in the file (physical names).
-        nan_columns: Paths of floating point columns the writer saw a NaN in
-            (:func:`nan_columns_of`): they get no bounds, as Spark's own writer gives them.
-            pyarrow's footer bounds leave NaN out, yet Spark orders NaN above every number.
+
+    Floating point columns the writer gathered statistics for (:data:`FLOAT_STATS_KEY`) take
+    them from there: a column holding a NaN gets no bounds, as Spark's own writer gives it.
     """
     leaves = _leaf_columns(metadata)
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    _collect_struct(metadata, leaves, data_schema, (), mins, maxs, nulls, set(nan_columns))
+    floats = _written_float_stats(metadata)
+    _collect_struct(metadata, leaves, data_schema, (), mins, maxs, nulls, floats)
     stats: dict[str, Any] = {"numRecords": metadata.num_rows}
     stats["minValues"] = mins
     stats["maxValues"] = maxs
@@ -60,21 +64,142 @@ def file_stats_json(
     return _to_json(stats)
 
 
-def nan_columns_of(data: pa.Table) -> set[tuple[str, ...]]:
-    """Paths of the floating point columns (nested in structs too) holding a NaN."""
-    out: set[tuple[str, ...]] = set()
+# --- statistics of floating point leaves, gathered from the data as it is written -------------
+FLOAT_STATS_KEY = "deltatx.floatStats"
+"""The footer key-value entry that holds the statistics of a file's floating point leaves."""
 
-    def walk(array: pa.Array, path: tuple[str, ...]) -> None:
-        if pa.types.is_floating(array.type):
-            if pc.any(pc.is_nan(array)).as_py():
-                out.add(path)
-        elif pa.types.is_struct(array.type):
-            for i in range(array.type.num_fields):
-                walk(array.field(i), (*path, array.type.field(i).name))
+_FLOAT_TYPES = frozenset({"float", "double"})
 
-    for name, column in zip(data.column_names, data.columns, strict=True):
-        walk(column.combine_chunks(), (name,))
+LeafPath = tuple[str, ...]
+"""A leaf column by the names from its top-level column down through structs."""
+
+
+@dataclass(frozen=True, slots=True)
+class FloatLeafStats:
+    """What the log's statistics need of one floating point leaf, gathered from its values.
+
+    Attributes:
+        null_count: NULL values; a NULL parent struct makes its fields NULL, as in a footer.
+        low: The smallest value that is not NaN; None while there is none.
+        high: The largest value that is not NaN; None while there is none.
+        nan: Whether a NaN was seen.
+    """
+
+    null_count: int = 0
+    low: float | None = None
+    high: float | None = None
+    nan: bool = False
+
+    def merged(self, other: FloatLeafStats) -> FloatLeafStats:
+        """The statistics of both sets of values together."""
+        return FloatLeafStats(
+            null_count=self.null_count + other.null_count,
+            low=_least(self.low, other.low),
+            high=_greatest(self.high, other.high),
+            nan=self.nan or other.nan,
+        )
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """``(min, max)`` for the log, ``(None, None)`` where there must be none.
+
+        A NaN leaves no bounds (Spark orders it above every number), as Spark's own writer
+        does; so do infinities (JSON has none) and all-NULL values. Zeros are bounded as a
+        Parquet footer bounds them: a minimum of zero is -0.0, a maximum of zero is +0.0.
+        """
+        low, high = self.low, self.high
+        if self.nan or low is None or high is None:
+            return None, None
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return None, None
+        return (-0.0 if low == 0 else low), (0.0 if high == 0 else high)
+
+
+def float_leaf_paths(schema: pa.Schema) -> list[LeafPath]:
+    """Paths of the floating point leaves of ``schema`` outside lists and maps."""
+    out: list[LeafPath] = []
+
+    def walk(arrow_type: pa.DataType, path: LeafPath) -> None:
+        if pa.types.is_floating(arrow_type):
+            out.append(path)
+        elif pa.types.is_struct(arrow_type):
+            for child in arrow_type:
+                walk(child.type, (*path, child.name))
+
+    for arrow_field in schema:
+        walk(arrow_field.type, (arrow_field.name,))
     return out
+
+
+def float_leaf_stats(
+    table: pa.Table, *, nan_known: Collection[LeafPath] = ()
+) -> dict[LeafPath, FloatLeafStats]:
+    """The statistics of each floating point leaf of ``table`` (outside lists and maps).
+
+    Vectorised: a few passes over each leaf, no Python work per row.
+
+    Args:
+        table: The rows.
+        nan_known: Leaves already known to hold a NaN (their bounds are lost anyway): only
+            their NULLs are counted.
+    """
+    out: dict[LeafPath, FloatLeafStats] = {}
+    for path, values in _float_leaves(table):
+        if path in nan_known:
+            out[path] = FloatLeafStats(null_count=values.null_count, nan=True)
+            continue
+        # min_max skips NULL and NaN, and gives NaN only when every value is one.
+        extremes = pc.min_max(values)
+        low, high = extremes["min"].as_py(), extremes["max"].as_py()
+        if low is not None and math.isnan(low):
+            low = high = None
+        out[path] = FloatLeafStats(
+            null_count=values.null_count,
+            low=low,
+            high=high,
+            nan=pc.any(pc.is_nan(values)).as_py() is True,
+        )
+    return out
+
+
+def float_stats_metadata(stats: Mapping[LeafPath, FloatLeafStats]) -> dict[str, str]:
+    """The footer key-value entry carrying ``stats`` (read back by :func:`file_stats_json`)."""
+    entries = [[list(p), s.null_count, s.low, s.high, s.nan] for p, s in stats.items()]
+    # Python's JSON keeps infinities (as Infinity); NaN never reaches a bound.
+    return {FLOAT_STATS_KEY: json.dumps(entries)}
+
+
+def _written_float_stats(metadata: pq.FileMetaData) -> dict[LeafPath, FloatLeafStats]:
+    raw = (metadata.metadata or {}).get(FLOAT_STATS_KEY.encode())
+    if raw is None:
+        return {}
+    try:
+        return {
+            tuple(path): FloatLeafStats(null_count=int(nulls), low=low, high=high, nan=bool(nan))
+            for path, nulls, low, high, nan in json.loads(raw)
+        }
+    except (TypeError, ValueError):
+        return {}  # unreadable: the footer's own statistics (none for floats) stand
+
+
+def _float_leaves(table: pa.Table) -> Iterator[tuple[LeafPath, pa.ChunkedArray]]:
+    def walk(values: pa.ChunkedArray, path: LeafPath) -> Iterator[tuple[LeafPath, pa.ChunkedArray]]:
+        if pa.types.is_floating(values.type):
+            yield path, values
+        elif pa.types.is_struct(values.type):
+            # flatten() folds the struct's own NULLs into each field, as a Parquet leaf has them.
+            for child, child_values in zip(values.type, values.flatten(), strict=True):
+                yield from walk(child_values, (*path, child.name))
+
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        yield from walk(column, (name,))
+
+
+def _least(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _greatest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 def _leaf_columns(metadata: pq.FileMetaData) -> dict[tuple[str, ...], int]:
@@ -125,7 +250,7 @@ def _collect_struct(
     mins: dict[str, Any],
     maxs: dict[str, Any],
     nulls: dict[str, Any],
-    unbounded: set[tuple[str, ...]],
+    floats: dict[tuple[str, ...], FloatLeafStats],
 ) -> None:
     for field in struct.fields:
         path = (*prefix, field.name)
@@ -133,9 +258,7 @@ def _collect_struct(
             sub_min: dict[str, Any] = {}
             sub_max: dict[str, Any] = {}
             sub_null: dict[str, Any] = {}
-            _collect_struct(
-                metadata, leaves, field.type, path, sub_min, sub_max, sub_null, unbounded
-            )
+            _collect_struct(metadata, leaves, field.type, path, sub_min, sub_max, sub_null, floats)
             for target, sub in ((mins, sub_min), (maxs, sub_max), (nulls, sub_null)):
                 if sub:
                     target[field.name] = sub
@@ -145,9 +268,13 @@ def _collect_struct(
         index = leaves.get(path)
         if index is None:
             continue
-        low, high, null_count = _column_stats(metadata, index, field.type)
-        if path in unbounded:
-            low = high = None
+        written = floats.get(path) if field.type.name in _FLOAT_TYPES else None
+        column: tuple[Any, Any, int | None] = (
+            (*written.bounds(), written.null_count)
+            if written is not None
+            else _column_stats(metadata, index, field.type)
+        )
+        low, high, null_count = column
         if null_count is not None:
             nulls[field.name] = null_count
         if low is not None and high is not None:

@@ -16,9 +16,7 @@ UPDATE writes its rows. The statement keeps its Spark write when:
   checks constraints or records its change data feed;
 * the session writes Parquet with another codec than the task writer's snappy;
 * the rows pass :data:`DRIVER_WRITE_ROWS` or :data:`DRIVER_WRITE_BYTES`;
-* a NULL would reach a NOT NULL column (Spark raises its own error);
-* a floating point value is NaN (pyarrow's row group bounds leave NaN out, and Spark's
-  Parquet filters would then skip the row group holding it).
+* a NULL would reach a NOT NULL column (Spark raises its own error).
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ from deltatx.spark.commands.driver_update import driver_write_plan
 from deltatx.spark.commands.merge_clauses import ClauseKind, MergeClause
 from deltatx.spark.datasource.task_files import TaskFiles
 from deltatx.spark.schema import CHAR_VARCHAR_METADATA_KEY, to_spark_schema
-from deltatx.spark.stats import nan_columns_of
 
 DRIVER_WRITE_ROWS = 1_000_000
 """Most rows a MERGE writes on the driver; past it the statement runs its Spark write."""
@@ -92,10 +89,6 @@ class DriverRows:
         for f in txn.schema.fields:
             if not f.nullable and rows.column(f.name).null_count:
                 return None
-        # pyarrow's row group bounds skip NaN, and Spark's Parquet filters trust them: a
-        # `v > 1e300` scan would skip the row group holding a NaN that Spark's writer keeps.
-        if nan_columns_of(rows):
-            return None
         return rows
 
 

@@ -1,8 +1,9 @@
 """The files one task of a ``format("delta")`` write produces, and the plan every task follows.
 
 A task conforms its Arrow batches to the table schema, checks them against ``replaceWhere`` and
-the table's constraints, and writes one Parquet file per partition value, with statistics read
-back from the file's footer. Nothing here commits: the writer's driver side does.
+the table's constraints, and writes one Parquet file per partition value
+(:class:`~deltatx.spark.data_file_writer.DataFileWriter`), with statistics read back from the
+file's footer. Nothing here commits: the writer's driver side does.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from deltatx.kernel.expressions import Expression
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructType, parse_schema
 from deltatx.log.transaction import OptimisticTransaction
+from deltatx.spark.data_file_writer import DataFileWriter
 from deltatx.spark.datasource.arrow_names import renamed, with_field_ids
 from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.partition_dirs import partition_directories, partition_value_text
 from deltatx.spark.schema import to_spark_schema
-from deltatx.spark.stats import file_stats_json, nan_columns_of
+from deltatx.spark.stats import file_stats_json
 from deltatx.spark.write import TableLocation, encode_uri_path
 
 
@@ -81,11 +83,9 @@ class TaskFiles:
             to_arrow_schema(to_spark_schema(self.data_schema), timezone="UTC"), self.data_schema
         )
         self.partition_keys = physical_columns(schema, plan.partition_columns)
-        self.open: dict[tuple[str | None, ...], tuple[str, pq.ParquetWriter]] = {}
+        self.open: dict[tuple[str | None, ...], tuple[str, DataFileWriter]] = {}
         self.done: list[str] = []
         self.sinks: dict[str, Any] = {}
-        # Per open file, its floating point columns that hold a NaN (they get no bounds).
-        self.nans: dict[str, set[tuple[str, ...]]] = {}
         self.location.fs.create_dir(self.location.root, recursive=True)
 
     def _conform(self, batch: pa.RecordBatch) -> pa.Table:
@@ -163,12 +163,11 @@ class TaskFiles:
             sink = self.location.fs.open_output_stream(self.location.fs_path(relative))
             # The writer does not close a stream it was given; on S3 the upload ends at close.
             self.sinks[relative] = sink
-            writer = pq.ParquetWriter(sink, self.data_arrow, compression="snappy")
+            writer = DataFileWriter(sink, self.data_arrow)
             entry = self.open[values] = (relative, writer)
         data = table.select(self.data_names)
         columns = [renamed(c, f.type) for c, f in zip(data.columns, self.data_arrow, strict=True)]
         stored = pa.Table.from_arrays(columns, schema=self.data_arrow)
-        self.nans.setdefault(entry[0], set()).update(nan_columns_of(stored))
         entry[1].write_table(stored)
 
     def close(self) -> list[AddFile]:
@@ -188,9 +187,7 @@ class TaskFiles:
                     size=info.size,
                     modification_time=info.mtime_ns // 1_000_000,
                     data_change=True,
-                    stats=file_stats_json(
-                        metadata, self.data_schema, nan_columns=self.nans.pop(relative, set())
-                    ),
+                    stats=file_stats_json(metadata, self.data_schema),
                 )
             )
         self.open.clear()

@@ -1,0 +1,98 @@
+"""Data files written by pyarrow, with footers every reader may trust.
+
+Readers (Spark's Parquet filters, delta-spark, DuckDB, delta-rs) skip row groups by their
+footer min/max. pyarrow leaves NaN out of those bounds, yet Spark orders NaN above every
+number: a row group bounded by 3.0 is skipped by ``v > 1e300`` and ``v = 'NaN'``, and its NaN
+row is lost. Spark's own writer (parquet-mr) writes NaN as the maximum, which parquet-mr's
+reader takes for "no bounds"; a writer that streams batches cannot know ahead whether a NaN
+will come, so floating point leaves get no footer statistics at all. The log still gets
+their statistics: gathered from the data as it is written (:func:`float_leaf_stats`) and kept
+in the footer's key-value metadata, where :func:`deltatx.spark.stats.file_stats_json` reads
+them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from deltatx.spark.stats import (
+    FloatLeafStats,
+    LeafPath,
+    float_leaf_paths,
+    float_leaf_stats,
+    float_stats_metadata,
+)
+
+COMPRESSION = "snappy"
+"""The codec of data files, as Spark writes them by default."""
+
+
+def footer_statistics_columns(schema: pa.Schema) -> list[str]:
+    """The leaves of ``schema`` that get footer statistics, as pyarrow's dotted paths.
+
+    Floating point leaves get none, nor do leaves inside lists and maps (no engine skips rows
+    by them). A dotted path can name two leaves (column ``a.b``, field ``b`` of struct ``a``):
+    when one of them is a floating point leaf, neither gets statistics.
+    """
+    trusted: set[str] = set()
+    floating: set[str] = set()
+
+    def walk(arrow_type: pa.DataType, path: str) -> None:
+        if pa.types.is_struct(arrow_type):
+            for child in arrow_type:
+                walk(child.type, f"{path}.{child.name}")
+        elif pa.types.is_floating(arrow_type):
+            floating.add(path)
+        elif not pa.types.is_nested(arrow_type):
+            trusted.add(path)
+
+    for arrow_field in schema:
+        walk(arrow_field.type, arrow_field.name)
+    return sorted(trusted - floating)
+
+
+class DataFileWriter:
+    """One Parquet data file being written by pyarrow.
+
+    Tables go in with :meth:`write_table`; :meth:`close` adds the statistics of the floating
+    point leaves to the footer and closes the file (not the sink).
+    """
+
+    __slots__ = ("_floats", "_writer")
+
+    def __init__(self, sink: Any, schema: pa.Schema) -> None:
+        """Opens the file.
+
+        Args:
+            sink: Where the file goes (a path or an output stream).
+            schema: The schema of every table written.
+        """
+        self._writer = pq.ParquetWriter(
+            sink,
+            schema,
+            compression=COMPRESSION,
+            write_statistics=footer_statistics_columns(schema),
+        )
+        self._floats: dict[LeafPath, FloatLeafStats] = {
+            path: FloatLeafStats() for path in float_leaf_paths(schema)
+        }
+
+    def write_table(self, table: pa.Table) -> None:
+        """Appends ``table`` (of the file's schema)."""
+        if self._floats:
+            known = {path for path, stats in self._floats.items() if stats.nan}
+            for path, stats in float_leaf_stats(table, nan_known=known).items():
+                self._floats[path] = self._floats[path].merged(stats)
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        """Writes the footer, floating point statistics included."""
+        if self._floats:
+            self._writer.add_key_value_metadata(float_stats_metadata(self._floats))
+        self._writer.close()
+
+
+__all__ = ["COMPRESSION", "DataFileWriter", "footer_statistics_columns"]
