@@ -29,6 +29,12 @@ from deltatx.spark.stats import (
 COMPRESSION = "snappy"
 """The codec of data files, as Spark writes them by default."""
 
+# pyarrow keeps dictionary-encoding a column until its dictionary reaches 1 MB, where Spark's
+# writer gives up on a column of mostly distinct values much sooner: on 100,000 rows of
+# (unique id, 10-value key, double), the default took 10 ms and 1.19 MB, this limit 5.5 ms and
+# 0.81 MB (Spark's own file of the same rows: 0.81 MB).
+_DICTIONARY_PAGE_LIMIT = 64 << 10
+
 
 def footer_statistics_columns(schema: pa.Schema) -> list[str]:
     """The leaves of ``schema`` that get footer statistics, as pyarrow's dotted paths.
@@ -75,6 +81,7 @@ class DataFileWriter:
             schema,
             compression=COMPRESSION,
             write_statistics=footer_statistics_columns(schema),
+            dictionary_pagesize_limit=_DICTIONARY_PAGE_LIMIT,
         )
         self._floats: dict[LeafPath, FloatLeafStats] = {
             path: FloatLeafStats() for path in float_leaf_paths(schema)
