@@ -17,9 +17,11 @@ each row's file index (:mod:`.compaction_write`).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
 
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 
@@ -30,6 +32,7 @@ from deltatx.spark.arrow_files import spark_uri
 from deltatx.spark.scan import ROW_INDEX_COLUMN, listed_on_driver
 from deltatx.spark.schema import quote_column, to_spark_schema
 from deltatx.spark.write import TableLocation, uri_path_key
+from deltatx.storage.location import Location
 
 SOURCE_PATH_COLUMN = "__deltatx_source_path"
 """The path Spark reports for a row's file; sorts the bin's files in the order returned."""
@@ -78,10 +81,18 @@ def read_in_path_order(
         # A file list needs no directory walk, and no partition discovery either.
         .option("recursiveFileLookup", "true")
     )
-    escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
-    with listed_on_driver(spark, len(spark_paths)):
-        scan = _parquet(spark, reader, escaped)
-    ordered = _in_listed_order(spark, scan, files, [uri_path_key(p) for p in spark_paths])
+    keys = [uri_path_key(p) for p in spark_paths]
+    ordered = None
+    directory = _directory_of_exactly(root, canonical)
+    if directory is not None:
+        # One listing of the directory, instead of a check and a listing of each file.
+        scan = _parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", spark_uri(root, directory))])
+        ordered = _in_listed_order(spark, scan, files, keys)
+    if ordered is None:
+        escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
+        with listed_on_driver(spark, len(spark_paths)):
+            scan = _parquet(spark, reader, escaped)
+        ordered = _in_listed_order(spark, scan, files, keys)
     if ordered is None:
         return None
     rows = scan.select(
@@ -90,6 +101,32 @@ def read_in_path_order(
         F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN),
     )
     return rows, ordered
+
+
+def _spark_lists(name: str) -> bool:
+    """Whether Spark's file index lists an entry of this name (``shouldFilterOutPathName``)."""
+    hidden = (name.startswith("_") and "=" not in name) or name.startswith(".")
+    return not hidden or name.startswith(("_metadata", "_common_metadata"))
+
+
+def _directory_of_exactly(root: Location, canonical: Sequence[str]) -> str | None:
+    """The directory of ``canonical`` when Spark would list in it exactly these files, or None.
+
+    Every entry Spark lists must be one of the files: no other visible file, no visible
+    directory (the reader looks recursively). The caller still checks Spark's own listing.
+    """
+    directory = posixpath.dirname(canonical[0])
+    names = {posixpath.basename(c) for c in canonical}
+    if len(names) != len(canonical) or any(posixpath.dirname(c) != directory for c in canonical):
+        return None
+    try:
+        entries = root.fs.get_file_info(pafs.FileSelector(root.fs_path(directory)))
+    except OSError:
+        return None
+    listed = [e for e in entries if _spark_lists(e.base_name)]
+    if len(listed) != len(names) or any(e.type != pafs.FileType.File for e in listed):
+        return None
+    return directory if {e.base_name for e in listed} == names else None
 
 
 def _parquet(spark: SparkSession, reader: DataFrameReader, paths: list[str]) -> DataFrame:
