@@ -42,7 +42,12 @@ from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches
-from deltatx.spark.commands.compaction_read import SOURCE_PATH_COLUMN, read_in_path_order
+from deltatx.spark.commands.compaction_read import (
+    SOURCE_PATH_COLUMN,
+    read_in_path_order,
+    select_exprs,
+    sort_within_partitions,
+)
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.schema import quote_column, rename_columns
@@ -101,9 +106,11 @@ def write_bins(
     in_path_order = _bins_in_path_order(spark, txn, location, bins, physical) if reaches else None
     if in_path_order is not None:
         by_path, bins = in_path_order
-        ordered = by_path.sortWithinPartitions(
-            *by_bin, SOURCE_PATH_COLUMN, ROW_INDEX_COLUMN
-        ).select(*[quote_column(f.name) for f in physical.fields], *by_bin)
+        ordered = select_exprs(
+            spark,
+            sort_within_partitions(spark, by_path, [*by_bin, SOURCE_PATH_COLUMN, ROW_INDEX_COLUMN]),
+            [*[quote_column(f.name) for f in physical.fields], *by_bin],
+        )
     else:
         ordered = (
             _bins_by_task(spark, txn, bins)
