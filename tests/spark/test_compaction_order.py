@@ -22,8 +22,9 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.provenance import SOURCES_TAG, segments_of
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.spark.commands.compaction_read import read_in_path_order
+from deltatx.spark.commands.compaction_read import _directory_of_exactly, read_in_path_order
 from deltatx.spark.write import TableLocation, decode_uri_path, encode_uri_path
+from deltatx.storage.location import Location
 
 
 def _table(spark: SparkSession, path: Path, *, files: int, partitioned: bool) -> DeltaTable:
@@ -161,3 +162,35 @@ def test_column_mapping_tables_compact_by_physical_names(
     assert rows == [(1, "a", None), (2, "b", None), (3, "c", 7)]
     (out,) = dt.snapshot().add_files()
     assert json.loads(out.stats or "{}")["numRecords"] == 3
+
+
+def test_a_directory_is_read_whole_only_when_spark_lists_exactly_the_bin(tmp_path: Path) -> None:
+    root = Location.of(str(tmp_path))
+    names = ["a.parquet", "b.parquet"]
+    for name in [*names, ".a.parquet.crc", "_SUCCESS"]:
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "_delta_log").mkdir()
+    canonical = [f"{tmp_path}/{n}" for n in names]
+    assert _directory_of_exactly(root, canonical) == str(tmp_path)
+    assert _directory_of_exactly(root, canonical[:1]) is None  # b.parquet is not in the bin
+    (tmp_path / "p=1").mkdir()  # Spark's recursive listing would go in
+    assert _directory_of_exactly(root, canonical) is None
+    (tmp_path / "p=1").rmdir()
+    (tmp_path / "_metadata").write_bytes(b"x")  # a summary file Spark lists
+    assert _directory_of_exactly(root, canonical) is None
+
+
+def test_a_stray_file_beside_the_sources_is_not_compacted(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    """A Parquet file the log does not name (a failed writer's leftover) lies in the directory."""
+    dt = _table(spark, table_dir, files=3, partitioned=False)
+    spark.range(1000, 1010).select("id", F.col("id").alias("v"), F.col("id").alias("p")).coalesce(
+        1
+    ).write.parquet(str(table_dir / "_stray"))
+    (stray,) = (table_dir / "_stray").glob("*.parquet")
+    stray.rename(table_dir / "stray.parquet")
+    before = _rows_by_source(dt)
+    dt.optimize().execute_compaction()
+    _assert_outputs_trace(dt, before)
+    assert sorted(r["id"] for r in dt.to_df().collect()) == list(range(100))

@@ -17,11 +17,13 @@ each row's file index (:mod:`.compaction_write`).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Sequence
+from typing import Any
 
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import ColumnMappingMode
@@ -30,6 +32,7 @@ from deltatx.spark.arrow_files import spark_uri
 from deltatx.spark.scan import ROW_INDEX_COLUMN, listed_on_driver
 from deltatx.spark.schema import quote_column, to_spark_schema
 from deltatx.spark.write import TableLocation, uri_path_key
+from deltatx.storage.location import Location
 
 SOURCE_PATH_COLUMN = "__deltatx_source_path"
 """The path Spark reports for a row's file; sorts the bin's files in the order returned."""
@@ -78,18 +81,90 @@ def read_in_path_order(
         # A file list needs no directory walk, and no partition discovery either.
         .option("recursiveFileLookup", "true")
     )
-    escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
-    with listed_on_driver(spark, len(spark_paths)):
-        scan = _parquet(spark, reader, escaped)
-    ordered = _in_listed_order(spark, scan, files, [uri_path_key(p) for p in spark_paths])
+    keys = [uri_path_key(p) for p in spark_paths]
+    ordered = None
+    directory = _directory_of_exactly(root, canonical)
+    if directory is not None:
+        # One listing of the directory, instead of a check and a listing of each file.
+        scan = _parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", spark_uri(root, directory))])
+        ordered = _in_listed_order(spark, scan, files, keys)
+    if ordered is None:
+        escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
+        with listed_on_driver(spark, len(spark_paths)):
+            scan = _parquet(spark, reader, escaped)
+        ordered = _in_listed_order(spark, scan, files, keys)
     if ordered is None:
         return None
-    rows = scan.select(
-        *[F.col(quote_column(f.name)) for f in physical_data_schema.fields],
-        F.col("_metadata.file_path").alias(SOURCE_PATH_COLUMN),
-        F.col("_metadata.row_index").alias(ROW_INDEX_COLUMN),
+    rows = select_exprs(
+        spark,
+        scan,
+        [
+            *[quote_column(f.name) for f in physical_data_schema.fields],
+            f"_metadata.file_path AS {SOURCE_PATH_COLUMN}",
+            f"_metadata.row_index AS {ROW_INDEX_COLUMN}",
+        ],
     )
     return rows, ordered
+
+
+def select_exprs(spark: SparkSession, df: DataFrame, exprs: Sequence[str]) -> DataFrame:
+    """``df.selectExpr(*exprs)``, the expressions sent to the JVM in one string.
+
+    Each column built in Python costs the driver several JVM round trips (PySpark looks the
+    active session up for each); a plan of a few columns then waits on the JVM longer than
+    Spark takes to analyse it.
+    """
+    array = _java_strings(spark, exprs)
+    if array is None:
+        return df.selectExpr(*exprs)
+    return DataFrame(df._jdf.selectExpr(array), spark)
+
+
+def sort_within_partitions(spark: SparkSession, df: DataFrame, names: Sequence[str]) -> DataFrame:
+    """``df.sortWithinPartitions(*names)`` (columns by name), sent as :func:`select_exprs` is."""
+    array = _java_strings(spark, names[1:])
+    if array is None:
+        return df.sortWithinPartitions(*names)
+    return DataFrame(df._jdf.sortWithinPartitions(names[0], array), spark)
+
+
+def _java_strings(spark: SparkSession, items: Sequence[str]) -> Any:
+    """``items`` as a Java ``String[]`` made in one call, or None where that cannot be exact.
+
+    Java's split drops trailing empty strings and would cut an item holding the separator:
+    no items, an empty item or the separator in one gives None.
+    """
+    if not items or any(not item or _SEPARATOR in item for item in items):
+        return None
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm.java.util.regex.Pattern.compile(_SEPARATOR).split(_SEPARATOR.join(items))
+
+
+def _spark_lists(name: str) -> bool:
+    """Whether Spark's file index lists an entry of this name (``shouldFilterOutPathName``)."""
+    hidden = (name.startswith("_") and "=" not in name) or name.startswith(".")
+    return not hidden or name.startswith(("_metadata", "_common_metadata"))
+
+
+def _directory_of_exactly(root: Location, canonical: Sequence[str]) -> str | None:
+    """The directory of ``canonical`` when Spark would list in it exactly these files, or None.
+
+    Every entry Spark lists must be one of the files: no other visible file, no visible
+    directory (the reader looks recursively). The caller still checks Spark's own listing.
+    """
+    directory = posixpath.dirname(canonical[0])
+    names = {posixpath.basename(c) for c in canonical}
+    if len(names) != len(canonical) or any(posixpath.dirname(c) != directory for c in canonical):
+        return None
+    try:
+        entries = root.fs.get_file_info(pafs.FileSelector(root.fs_path(directory)))
+    except OSError:
+        return None
+    listed = [e for e in entries if _spark_lists(e.base_name)]
+    if len(listed) != len(names) or any(e.type != pafs.FileType.File for e in listed):
+        return None
+    return directory if {e.base_name for e in listed} == names else None
 
 
 def _parquet(spark: SparkSession, reader: DataFrameReader, paths: list[str]) -> DataFrame:
@@ -98,11 +173,9 @@ def _parquet(spark: SparkSession, reader: DataFrameReader, paths: list[str]) -> 
     PySpark hands a list to the JVM one element per call (200 files: 200 round trips, a
     tenth of a second on a busy driver); the JVM splits one string into the array itself.
     """
-    if any(_SEPARATOR in p for p in paths):
+    array = _java_strings(spark, paths)
+    if array is None:
         return reader.parquet(*paths)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    array = jvm.java.util.regex.Pattern.compile(_SEPARATOR).split(_SEPARATOR.join(paths))
     return DataFrame(reader._jreader.parquet(array), spark)
 
 

@@ -13,10 +13,12 @@ a bin never spans two tasks), sorted by (bin, file, row) within each task (the f
 path Spark reports when there are few bins and no deletion vectors, each bin's files then
 listed in that order, see :mod:`.compaction_read`; else by its index), and written with
 the bin as the only ``partitionBy`` column, so the writer opens one file per bin and keeps the
-sort order (the required ordering is a prefix of ours, so Spark adds no
-sort of its own). Files are then moved from the bin directories to the directory of the bin's
-first source. An output whose row count does not match the sources' live rows gets no tag:
-its races are then judged per file, which is coarser but never wrong.
+sort order (the required ordering is a prefix of ours, so Spark adds no sort of its own). A
+single bin, one task already, is written as a plain Parquet rewrite is: no bin column, no
+``partitionBy``. Files are then moved from the bin directories (or the staging directory) to
+the directory of the bin's first source. An output whose row count does not match the
+sources' live rows gets no tag: its races are then judged per file, which is coarser but never
+wrong.
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches
-from deltatx.spark.commands.compaction_read import SOURCE_PATH_COLUMN, read_in_path_order
+from deltatx.spark.commands.compaction_read import (
+    SOURCE_PATH_COLUMN,
+    read_in_path_order,
+    select_exprs,
+    sort_within_partitions,
+)
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.schema import quote_column, rename_columns
@@ -94,18 +101,22 @@ def write_bins(
     physical = physical_schema(data_schema, txn.configuration.column_mapping_mode)
     location = TableLocation.parse(txn.log.table_path)
     reaches = spark_reaches(spark, location.location)
+    # One bin is one task already: the write needs no bin column to split it by.
+    by_bin = [] if reaches and len(bins) == 1 else [_BIN]
     in_path_order = _bins_in_path_order(spark, txn, location, bins, physical) if reaches else None
     if in_path_order is not None:
         by_path, bins = in_path_order
-        ordered = by_path.sortWithinPartitions(_BIN, SOURCE_PATH_COLUMN, ROW_INDEX_COLUMN).select(
-            *[quote_column(f.name) for f in physical.fields], _BIN
+        ordered = select_exprs(
+            spark,
+            sort_within_partitions(spark, by_path, [*by_bin, SOURCE_PATH_COLUMN, ROW_INDEX_COLUMN]),
+            [*[quote_column(f.name) for f in physical.fields], *by_bin],
         )
     else:
         ordered = (
             _bins_by_task(spark, txn, bins)
-            .sortWithinPartitions(_BIN, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
+            .sortWithinPartitions(*by_bin, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
             # Partition values live in the log, not in data files; the bin says where they go.
-            .select(*[quote_column(f.name) for f in data_schema.fields], _BIN)
+            .select(*[quote_column(f.name) for f in data_schema.fields], *by_bin)
         )
         if physical is not data_schema:
             ordered = rename_columns(ordered, data_schema, physical)
@@ -118,12 +129,12 @@ def write_bins(
         (
             ordered.write.mode("error")
             .format("parquet")
-            .partitionBy(_BIN)
+            .partitionBy(*by_bin)
             # Never split a bin: a session default for maxRecordsPerFile would.
             .option("maxRecordsPerFile", "0")
             .save(location.spark_path(staging_rel))
         )
-        written = _written_by_bin(location.fs, staging)
+        written = _written_by_bin(location.fs, staging, by_bin=bool(by_bin))
         out: list[AddFile] = []
         for index, paths in sorted(written.items()):
             out.extend(_publish_bin(txn, location, index, bins[index], paths, physical))
@@ -152,7 +163,7 @@ def _bins_in_path_order(
         return None
     per_bin: list[DataFrame] = []
     reordered: list[list[AddFile]] = []
-    for i, files in enumerate(bins):
+    for files in bins:
         read = read_in_path_order(
             spark,
             location=location,
@@ -163,8 +174,11 @@ def _bins_in_path_order(
         if read is None:
             return None
         rows, ordered = read
-        per_bin.append(rows.coalesce(1).withColumn(_BIN, F.lit(i)))
+        per_bin.append(rows.coalesce(1))
         reordered.append(ordered)
+    if len(per_bin) == 1:
+        return per_bin[0], reordered
+    per_bin = [rows.withColumn(_BIN, F.lit(i)) for i, rows in enumerate(per_bin)]
     return functools.reduce(DataFrame.union, per_bin), reordered
 
 
@@ -196,17 +210,18 @@ def _bins_by_task(
     )
 
 
-def _written_by_bin(fs: pafs.FileSystem, staging: str) -> dict[int, list[str]]:
+def _written_by_bin(fs: pafs.FileSystem, staging: str, *, by_bin: bool) -> dict[int, list[str]]:
+    """The Parquet files written under ``staging``, by bin (all bin 0 unless ``by_bin``)."""
     out: dict[int, list[str]] = {}
-    for info in fs.get_file_info(pafs.FileSelector(staging, recursive=True)):
+    for info in fs.get_file_info(pafs.FileSelector(staging, recursive=by_bin)):
         if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
             continue
         rel = info.path[len(staging) + 1 :]
         parent, _, name = rel.rpartition("/")
-        match = _BIN_DIR.match(parent)
-        if match is None or name.startswith((".", "_")):
+        match = _BIN_DIR.match(parent) if by_bin else None
+        if (by_bin and match is None) or name.startswith((".", "_")):
             continue
-        out.setdefault(int(match.group(1)), []).append(info.path)
+        out.setdefault(int(match.group(1)) if match else 0, []).append(info.path)
     return out
 
 
