@@ -258,11 +258,21 @@ def test_addressed_reads_agree_across_lookups(
     assert got == sorted((i, k, by_value[k], 0) for i, k in rows)
 
 
+@pytest.mark.parametrize("search", ["inlined", "array"])
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 8, 9, 33])
-def test_each_row_finds_its_file_by_size(spark: SparkSession, table_dir: Path, count: int) -> None:
-    """The binary search over the log's file sizes pads its array to one less than a power of
-    two: at every file count around one, every row finds its own file, including files that
-    share a size (files 2m and 2m + 1 hold the same data, so the same bytes)."""
+def test_each_row_finds_its_file_by_size(
+    spark: SparkSession,
+    table_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    count: int,
+    search: str,
+) -> None:
+    """The binary search over the log's file sizes, inlined or over an array padded to one
+    less than a power of two: at every file count around one, every row finds its own file,
+    including files that share a size (files 2m and 2m + 1 hold the same data, so the same
+    bytes)."""
+    limit = 10**6 if search == "inlined" else 0
+    monkeypatch.setattr("deltatx.spark.scan._INLINE_SEARCH_LIMIT", limit)
     rows = [(1000 * (k // 2) + i, k) for k in range(count) for i in range(1 + k // 2)]
     df = spark.createDataFrame(rows, "id long, k int").coalesce(1)
     schema = from_spark_schema(df.schema)

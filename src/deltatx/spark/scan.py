@@ -296,6 +296,11 @@ def _union_of_partitions(
 # deletion vectors, the join made the read cost several times the scan. The arrays travel
 # with every task, so past this many files the join takes over.
 _SEARCH_LIMIT = 4096
+# Up to this many sizes, the search's comparisons are inlined in the generated code, which beats
+# reading the sizes from an array; with many more, the nested branches grow too large for the
+# JIT to compile. Measured on 4M rows with deletion vectors, JVM CPU per read: 16 files 0.95 s
+# inlined against 1.10 s from the array, 64 files 2.82 s against 1.67 s.
+_INLINE_SEARCH_LIMIT = 16
 # Files sharing a size are told apart by path in a literal map, which Spark searches key by
 # key: past this many such files, the join is cheaper.
 _TIES_LIMIT = 64
@@ -338,6 +343,15 @@ def _with_file_index(
     if len(files) > _SEARCH_LIMIT or len(ties) > _TIES_LIMIT:
         return None
     sizes = sorted(groups)
+    located = [
+        F.col("_metadata.file_size").alias(_FILE_SIZE),
+        F.col("_metadata.file_path").alias(_FILE_KEY),
+    ]
+    if ties:
+        located.append(_index_by_path(ties, keys, file_key).alias(_TIED_INDEX))
+    out = rows.select("*", *located, *row_index)
+    if len(sizes) <= _INLINE_SEARCH_LIMIT:
+        return out.withColumn(_FILE_INDEX, F.expr(_inline_search(sizes, groups)))
     bits = len(sizes).bit_length()
     # Padding above every size keeps the search monotone; a size past them all finds the pad
     # (or nothing, when there is none), which no file matches.
@@ -345,14 +359,7 @@ def _with_file_index(
     by_position = [groups[size][0] if len(groups[size]) == 1 else -1 for size in sizes]
     size_array = F.split(F.lit(",".join(map(str, padded))), ",").cast("array<bigint>")
     index_array = F.split(F.lit(",".join(map(str, by_position))), ",").cast("array<bigint>")
-    located = [
-        F.col("_metadata.file_size").alias(_FILE_SIZE),
-        F.col("_metadata.file_path").alias(_FILE_KEY),
-        F.lit(0).alias(_SEARCH_POSITION),
-    ]
-    if ties:
-        located.append(_index_by_path(ties, keys, file_key).alias(_TIED_INDEX))
-    out = rows.select("*", *located, *row_index)
+    out = out.withColumn(_SEARCH_POSITION, F.lit(0))
     position = F.col(_SEARCH_POSITION)
     for bit in reversed(range(bits)):
         step = 1 << bit
@@ -364,6 +371,27 @@ def _with_file_index(
     index = F.when(found >= 0, found).otherwise(F.col(_TIED_INDEX)) if ties else found
     matched = F.get(size_array, position) == F.col(_FILE_SIZE)
     return out.withColumn(_FILE_INDEX, F.when(matched, index))
+
+
+def _inline_search(sizes: Sequence[int], groups: dict[int, list[int]]) -> str:
+    """SQL for a row's file index: the binary search with the sizes inlined.
+
+    Each comparison is a nested ``CASE`` branch; files sharing a size take
+    :data:`_TIED_INDEX`.
+    """
+
+    def search(lo: int, hi: int) -> str:
+        if hi - lo == 1:
+            same = groups[sizes[lo]]
+            found = str(same[0]) if len(same) == 1 else _TIED_INDEX
+            return f"CASE WHEN {_FILE_SIZE} = {sizes[lo]} THEN {found} END"
+        mid = (lo + hi) // 2
+        return (
+            f"CASE WHEN {_FILE_SIZE} < {sizes[mid]} "
+            f"THEN {search(lo, mid)} ELSE {search(mid, hi)} END"
+        )
+
+    return f"CAST({search(0, len(sizes))} AS BIGINT)"
 
 
 def _partition_columns(
