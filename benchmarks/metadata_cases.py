@@ -134,10 +134,6 @@ def _time_commits(table: str, actions: int, runs: int, *, fsync: bool) -> Stats:
         state["snap"] = log.update(state["snap"])
         state["batch"] = synth.adds(actions, offset=state["i"] * actions, prefix=f"c{state['i']}")
         state["i"] += 1
-        # The garbage the setup left (the refreshed snapshot, the new actions) is collected
-        # here, untimed, so that no timed commit pays for a collection the setup earned; the
-        # commit's own collections stay timed.
-        gc.collect()
 
     def op() -> None:
         txn = OptimisticTransaction(log, state["snap"])
