@@ -144,7 +144,7 @@ IN_SPARK: dict[str, Merge] = {
 }
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def driver_write_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Records the rows of each write on the driver."""
     calls: list[int] = []
     real = merge_from_source.write_rows
@@ -177,7 +177,7 @@ def _both(
     on_driver, in_spark = tmp_path / "driver", tmp_path / "spark"
     shutil.copytree(template, on_driver)
     shutil.copytree(template, in_spark)
-    calls = _spy(monkeypatch)
+    calls = driver_write_spy(monkeypatch)
     got = merge(DeltaTable.for_path(spark, str(on_driver)), _source(spark, nan=nan))
     written = list(calls)
     with monkeypatch.context() as m:

@@ -24,8 +24,10 @@ from deltatx.kernel.actions import AddFile
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark import arrow_files
 from deltatx.spark import write as spark_write
-from deltatx.spark.commands import driver_update, merge_from_source, update
+from deltatx.spark.commands import driver_update, update
 from deltatx.storage.location import Location
+
+from .test_merge_driver_write import driver_write_spy
 
 pytestmark = pytest.mark.spark
 
@@ -177,14 +179,7 @@ def test_driver_written_merge(
 ) -> None:
     path = str(tmp_path / "table")
     _table(spark, path, {1, 3, 4}, flat=True)
-    calls: list[int] = []
-    real = merge_from_source.write_rows
-
-    def spy(txn: Any, rows: Any) -> Any:
-        calls.append(rows.num_rows)
-        return real(txn, rows)
-
-    monkeypatch.setattr(merge_from_source, "write_rows", spy)
+    calls = driver_write_spy(monkeypatch)
     source = _frame(spark, flat=True).cache()
     source.count()
     (

@@ -38,6 +38,20 @@ def _read(
     )
 
 
+def _addressed(
+    spark: SparkSession, table_dir: Path, schema: StructType, adds: list[AddFile]
+) -> DataFrame:
+    """The rows of ``adds`` (partitioned by ``k``) with their file and row indexes."""
+    return files_to_dataframe(
+        spark,
+        table_path=str(table_dir),
+        files=adds,
+        schema=schema,
+        partition_columns=["k"],
+        with_address=True,
+    )
+
+
 def test_a_subset_of_files_reads_only_their_rows(spark: SparkSession, table_dir: Path) -> None:
     rows = [(i, f"k{i % 3}") for i in range(9)]
     schema, adds = _write(spark, table_dir, "id long, k string", rows, ["k"])
@@ -197,28 +211,14 @@ def test_with_address_adds_file_and_row_indexes(spark: SparkSession, table_dir: 
     schema, adds = _write(
         spark, table_dir, "id long, k string", [(i, "a") for i in range(5)], ["k"]
     )
-    back = files_to_dataframe(
-        spark,
-        table_path=str(table_dir),
-        files=adds,
-        schema=schema,
-        partition_columns=["k"],
-        with_address=True,
-    )
+    back = _addressed(spark, table_dir, schema, adds)
     assert back.columns == ["id", "k", FILE_INDEX_COLUMN, ROW_INDEX_COLUMN]
     addresses = [(r[FILE_INDEX_COLUMN], r[ROW_INDEX_COLUMN]) for r in back.collect()]
     assert len(set(addresses)) == 5
     for index, add in enumerate(adds):
         rows = sorted(row for file, row in addresses if file == index)
         assert rows == list(range(json.loads(add.stats or "")["numRecords"]))
-    empty = files_to_dataframe(
-        spark,
-        table_path=str(table_dir),
-        files=[],
-        schema=schema,
-        partition_columns=["k"],
-        with_address=True,
-    )
+    empty = _addressed(spark, table_dir, schema, [])
     assert empty.columns == ["id", "k", FILE_INDEX_COLUMN, ROW_INDEX_COLUMN]
 
 
@@ -243,14 +243,7 @@ def test_addressed_reads_agree_across_lookups(
     rows = [(1, "x"), (2, "y"), (3, None), (4, "a b")]
     schema, adds = _write(spark, table_dir, "id long, k string", rows, ["k"])
     spelled = _rename_oddly(table_dir, adds, absolute_every_other=True)
-    back = files_to_dataframe(
-        spark,
-        table_path=str(table_dir),
-        files=spelled,
-        schema=schema,
-        partition_columns=["k"],
-        with_address=True,
-    )
+    back = _addressed(spark, table_dir, schema, spelled)
     got = sorted(
         (r["id"], r["k"], r[FILE_INDEX_COLUMN], r[ROW_INDEX_COLUMN]) for r in back.collect()
     )
@@ -280,14 +273,7 @@ def test_each_row_finds_its_file_by_size(
     assert len(adds) == count
     if count > 1:
         assert len({a.size for a in adds}) < count
-    back = files_to_dataframe(
-        spark,
-        table_path=str(table_dir),
-        files=adds,
-        schema=schema,
-        partition_columns=["k"],
-        with_address=True,
-    )
+    back = _addressed(spark, table_dir, schema, adds)
     file_of_k = {int(a.partition_values["k"] or "-1"): i for i, a in enumerate(adds)}
     got = sorted((r["id"], r["k"], r[FILE_INDEX_COLUMN]) for r in back.collect())
     assert got == sorted((i, k, file_of_k[k]) for i, k in rows)

@@ -63,6 +63,19 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _create(path: str, directory: str) -> int:
+    """Opens a new file at ``path`` for writing, making ``directory`` first if it is missing.
+
+    Raises:
+        FileExistsError: Something is already at ``path``.
+    """
+    try:
+        return os.open(path, _CREATE, 0o666)
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        return os.open(path, _CREATE, 0o666)
+
+
 _syncer: tuple[int, ThreadPoolExecutor] | None = None
 _syncer_lock = threading.Lock()
 
@@ -110,11 +123,7 @@ class LocalLogStore:
         """
         directory = os.path.dirname(path) or "."
         try:
-            try:
-                fd = os.open(path, _CREATE, 0o666)
-            except FileNotFoundError:
-                os.makedirs(directory, exist_ok=True)
-                fd = os.open(path, _CREATE, 0o666)
+            fd = _create(path, directory)
         except FileExistsError:
             raise FileAlreadyExistsError(path) from None
         try:
@@ -176,11 +185,7 @@ class LocalLogStore:
     def _write_named(self, path: str, directory: str, data: bytes, *, overwrite: bool) -> None:
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(8).hex()}.tmp")
         try:
-            try:
-                fd = os.open(tmp, _CREATE, 0o666)
-            except FileNotFoundError:
-                os.makedirs(directory, exist_ok=True)
-                fd = os.open(tmp, _CREATE, 0o666)
+            fd = _create(tmp, directory)
             try:
                 _fill(fd, data, fsync=self._fsync)
             finally:
