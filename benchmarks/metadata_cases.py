@@ -19,7 +19,8 @@ from benchmarks import rs_workers, synth
 from benchmarks.harness import Figure, Row, Stats, measure, spawn_context
 from deltatx.kernel.actions import AddFile, Metadata
 from deltatx.kernel.codec import parse_commit, serialize_commit
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import ConflictChecker
 from deltatx.kernel.expressions import (
     Column,
     Comparison,

@@ -23,7 +23,8 @@ from deltatx.kernel.actions import (
     RemoveFile,
     SetTransaction,
 )
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import ConflictChecker
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltatx.kernel.actions import AddFile, Metadata, RemoveFile
-from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.commits import PendingCommit
 from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.expressions import Column, Expression, In, Literal
 from deltatx.kernel.features import DEFAULT_PROTOCOL, protocol_for_configuration

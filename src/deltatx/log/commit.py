@@ -36,7 +36,8 @@ from deltatx.kernel.actions import (
 )
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.commit_rules import check_commit
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import ConflictChecker
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level
 from deltatx.kernel.log_paths import commit_name
 from deltatx.kernel.operations import Operation, OperationName

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from deltatx.errors import ConcurrentModificationException, InvalidArgumentError
 from deltatx.kernel.actions import Action, AddFile
-from deltatx.kernel.conflicts import PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.expressions import TRUE, Expression
 from deltatx.kernel.isolation import IsolationLevel, resolve_isolation_level

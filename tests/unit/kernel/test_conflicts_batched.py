@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from deltatx.kernel import conflicts
 from deltatx.kernel.actions import Action, AddFile, CommitInfo
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import ConflictChecker
 from deltatx.kernel.expressions import Column, Comparison, ComparisonOp, Expression, Literal, and_
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName

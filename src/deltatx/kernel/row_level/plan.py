@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from deltatx.kernel.actions import Action, AddFile, DeletionVectorDescriptor
-from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.commits import PendingCommit
 from deltatx.kernel.deletion_vectors import loose_stats
 from deltatx.kernel.transaction import ReadSet
 

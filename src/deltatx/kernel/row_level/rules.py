@@ -23,7 +23,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from deltatx.kernel.actions import AddFile, Metadata, RemoveFile
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import ConflictChecker
 from deltatx.kernel.evaluation import file_may_match
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.row_level.provenance import Segment, sources_by_path

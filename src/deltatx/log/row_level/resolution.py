@@ -35,7 +35,7 @@ from deltatx.errors import (
 )
 from deltatx.kernel.actions import AddFile, RemoveFile
 from deltatx.kernel.column_mapping import physical_name
-from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.commits import PendingCommit
 from deltatx.kernel.expressions import Expression, columns_of, has_opaque, or_
 from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.kernel.row_level.plan import RebasePlan

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from deltatx.errors import InvalidArgumentError, InvalidTableError
 from deltatx.kernel.actions import Action, AddFile, DeletionVectorDescriptor, RemoveFile
-from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.commits import PendingCommit
 from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.row_level.plan import RebasePlan
 from deltatx.log.deletion_vectors import DvReader, write_dvs

@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 
 from deltatx.kernel.actions import DeletionVectorDescriptor
-from deltatx.kernel.conflicts import PendingCommit
+from deltatx.kernel.commits import PendingCommit
 from deltatx.kernel.expressions import TRUE
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName

@@ -10,7 +10,8 @@ import pytest
 
 from deltatx.errors import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from deltatx.kernel.actions import AddFile, CommitInfo, DeletionVectorDescriptor
-from deltatx.kernel.conflicts import ConflictChecker, PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
+from deltatx.kernel.conflicts import ConflictChecker
 from deltatx.kernel.expressions import TRUE
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName

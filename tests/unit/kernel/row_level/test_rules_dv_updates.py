@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from deltatx.kernel.actions import AddFile, CommitInfo, DeletionVectorDescriptor
-from deltatx.kernel.conflicts import WinningCommit
+from deltatx.kernel.commits import WinningCommit
 from deltatx.kernel.row_level.rules import RowLevelWork, dv_updates_of
 
 

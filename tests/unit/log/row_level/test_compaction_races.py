@@ -15,7 +15,7 @@ import pytest
 
 from deltatx.errors import ConcurrentDeleteDeleteException
 from deltatx.kernel.actions import AddFile, RemoveFile
-from deltatx.kernel.conflicts import PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.plan import RebasePlan
 from deltatx.kernel.row_level.rules import RowLevelChecker, checker_for

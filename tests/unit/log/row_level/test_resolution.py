@@ -19,7 +19,7 @@ from deltatx.errors import (
     InvalidTableError,
 )
 from deltatx.kernel.actions import AddFile, RemoveFile
-from deltatx.kernel.conflicts import PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
 from deltatx.kernel.isolation import IsolationLevel
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.plan import RebasePlan

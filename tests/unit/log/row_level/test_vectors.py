@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.conflicts import PendingCommit, WinningCommit
+from deltatx.kernel.commits import PendingCommit, WinningCommit
 from deltatx.kernel.deletion_vectors import descriptor_location
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.plan import RebasePlan
