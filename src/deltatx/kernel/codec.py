@@ -517,6 +517,11 @@ def parse_action(line: str, *, where: str = "action") -> Action:
         plain = _fast_add(line)
         if plain is not None:
             return plain
+    return _parse_checked(line, where)
+
+
+def _parse_checked(line: str, where: str) -> Action:
+    """One line through the standard parser and the action checks, with ``where`` in errors."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -590,15 +595,12 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
     actions: list[Action] = []
     add = actions.append
     for number, line in enumerate(text.split("\n"), start=1):
-        # Plain adds, the bulk of a commit, skip the per-line error context: a conflict check
-        # reads every winner's.
-        if line.startswith('{"add":'):
-            plain = _fast_add(line)
-            if plain is not None:
-                add(plain)
-                continue
-        if line.strip():
-            add(parse_action(line, where=f"{where} line {number}"))
+        # Plain adds, the bulk of a commit, skip the per-line error context (a conflict check
+        # reads every winner's); any other line is parsed once, by the checked path.
+        if line.startswith('{"add":') and (plain := _fast_add(line)) is not None:
+            add(plain)
+        elif line.strip():
+            add(_parse_checked(line, f"{where} line {number}"))
     return actions
 
 
