@@ -7,7 +7,6 @@ written back after the known ones.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -30,6 +29,7 @@ from deltatx.kernel.actions import (
     SetTransaction,
     UnknownAction,
 )
+from deltatx.kernel.plain_adds import plain_add, plain_add_line
 
 _SEPARATORS = (",", ":")
 
@@ -215,93 +215,6 @@ def _add_from(f: _Fields) -> AddFile:
     )
 
 
-# The fields of a plain add (no tags, deletion vector, row tracking or clustering).
-_PLAIN_ADD_KEYS = frozenset(
-    {"path", "partitionValues", "size", "modificationTime", "dataChange", "stats"}
-)
-_LONG_MIN, _LONG_END = -(2**63), 2**63
-
-
-def _plain_add(obj: JsonDict) -> AddFile | None:
-    """The AddFile :func:`_add_from` makes of a plain add whose fields are all well typed.
-
-    None for anything else, which the checked path reads (or refuses, with its message). The
-    bulk of a commit is plain adds; a conflict check reads every winner's.
-    """
-    path = obj.get("path")
-    values = obj.get("partitionValues")
-    size = obj.get("size")
-    mtime = obj.get("modificationTime")
-    change = obj.get("dataChange")
-    stats = obj.get("stats")
-    if not (
-        type(path) is str
-        and type(values) is dict
-        and type(size) is int
-        and type(mtime) is int
-        and type(change) is bool
-        and (stats is None or type(stats) is str)
-        and obj.keys() <= _PLAIN_ADD_KEYS
-        and _LONG_MIN <= size < _LONG_END
-        and _LONG_MIN <= mtime < _LONG_END
-    ):
-        return None
-    for v in values.values():
-        if v is not None and type(v) is not str:
-            return None
-    if _SLOT_SETTERS is None:
-        return AddFile(
-            path=path,
-            partition_values=dict(values),
-            size=size,
-            modification_time=mtime,
-            data_change=change,
-            stats=stats,
-        )
-    # The frozen dataclass's __init__ sets each field through object.__setattr__; setting
-    # the slots directly builds the same object in half the time.
-    add: AddFile = _new_object(AddFile)
-    s_path, s_values, s_size, s_mtime, s_change, s_stats, *s_unset, s_extra = _SLOT_SETTERS
-    s_path(add, path)
-    s_values(add, dict(values))
-    s_size(add, size)
-    s_mtime(add, mtime)
-    s_change(add, change)
-    s_stats(add, stats)
-    for unset in s_unset:
-        unset(add, None)
-    s_extra(add, {})
-    return add
-
-
-def _slot_setters() -> tuple[Callable[[AddFile, Any], None], ...] | None:
-    """AddFile's slot setters in field order, or None when its fields are not the known ones."""
-    names = tuple(f.name for f in dataclasses.fields(AddFile))
-    if names != _ADD_FIELDS or any(
-        f.default is not None for f in dataclasses.fields(AddFile)[5:-1]
-    ):
-        return None
-    return tuple(getattr(AddFile, name).__set__ for name in names)
-
-
-_ADD_FIELDS = (
-    "path",
-    "partition_values",
-    "size",
-    "modification_time",
-    "data_change",
-    "stats",
-    "tags",
-    "deletion_vector",
-    "base_row_id",
-    "default_row_commit_version",
-    "clustering_provider",
-    "extra",
-)
-_new_object = object.__new__
-_SLOT_SETTERS = _slot_setters()
-
-
 def _add_to(a: AddFile) -> JsonDict:
     # Written out rather than through _put: this runs once per added file of every commit.
     out: JsonDict = {
@@ -475,7 +388,7 @@ def action_from_json_obj(obj: Any, *, where: str = "action") -> Action:
         raise InvalidTableError(f"{where}: an action must be a JSON object with exactly one key")
     ((key, value),) = obj.items()
     if key == "add" and type(value) is dict:
-        plain = _plain_add(value)
+        plain = plain_add(value)
         if plain is not None:
             return plain
     decoder = _DECODERS.get(key)
@@ -514,7 +427,7 @@ def parse_action(line: str, *, where: str = "action") -> Action:
         InvalidTableError: The line is not JSON or not a valid action.
     """
     if line.startswith('{"add":'):
-        plain = _fast_add(line)
+        plain = plain_add_line(line)
         if plain is not None:
             return plain
     return _parse_checked(line, where)
@@ -532,24 +445,6 @@ def _parse_checked(line: str, where: str) -> Action:
         # Hostile nesting must surface as a typed error, not crash the reader.
         raise InvalidTableError(f"{where}: JSON nested too deeply") from None
     return action_from_json_obj(obj, where=where)
-
-
-def _fast_add(line: str) -> AddFile | None:
-    """The plain add on ``line`` (which starts with ``{"add":``), or None for the checked path.
-
-    orjson reads strict JSON as the standard parser does, except integers beyond 64 bits (as
-    floats, which no plain add has), and refuses the rest (NaN tokens, lone surrogates);
-    whatever is not a plain add is read again by the checked path.
-    """
-    try:
-        fast = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if type(fast) is dict and len(fast) == 1:
-        value = fast.get("add")
-        if type(value) is dict:
-            return _plain_add(value)
-    return None
 
 
 def serialize_action(action: Action) -> str:
@@ -597,7 +492,7 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
     for number, line in enumerate(text.split("\n"), start=1):
         # Plain adds, the bulk of a commit, skip the per-line error context (a conflict check
         # reads every winner's); any other line is parsed once, by the checked path.
-        if line.startswith('{"add":') and (plain := _fast_add(line)) is not None:
+        if line.startswith('{"add":') and (plain := plain_add_line(line)) is not None:
             add(plain)
         elif line.strip():
             add(_parse_checked(line, f"{where} line {number}"))
