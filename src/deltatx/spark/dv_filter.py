@@ -200,13 +200,12 @@ def _join_arrays(
             _DV_WORDS: pa.ListArray.from_arrays(pa.array(offsets), values),
         }
     )
-    tagged = rows.select("*", file_index.alias(_DV_FILE))
     words = F.broadcast(rows.sparkSession.createDataFrame(by_file))
-    joined = tagged.join(words, on=[_DV_FILE], how="left_outer")
+    joined = rows.join(words, on=file_index == words[_DV_FILE], how="left_outer")
     # get() is NULL past the array: a row after the file's last deleted row is live.
     bits = F.get(F.col(_DV_WORDS), F.shiftright(row_index, _WORD_BITS).cast("int"))
     bit = F.getbit(bits, row_index.bitwiseAND(_WORD_MASK).cast("int"))
-    return joined.filter(bits.isNull() | (bit == 0)).drop(_DV_FILE, _DV_WORDS)
+    return joined.filter(bits.isNull() | (bit == 0))
 
 
 def _join_words(

@@ -38,7 +38,9 @@ RowFilter = Callable[[DataFrame, Column, Column], DataFrame]
 ``file_index`` is the position of the row's file in the ``files`` given to
 :func:`files_to_dataframe`, and ``row_index`` the row's position within that file (Spark's
 ``_metadata.row_index``, counting every physical row). This is the hook deletion vectors use:
-drop the rows whose index is in the file's vector.
+drop the rows whose index is in the file's vector. The kept rows may carry helper columns of
+the filter's own (named ``__deltatx_...``): the scan's final projection leaves them out, which
+spares the driver one more analysis of the plan.
 """
 
 FILE_INDEX_COLUMN = "__deltatx_file_index"
@@ -53,6 +55,10 @@ _FIELD_ID_READ = "spark.sql.parquet.fieldId.read.enabled"
 _FILE_KEY = "__deltatx_file_key"
 _FILE_INDEX = FILE_INDEX_COLUMN
 _ROW_INDEX = ROW_INDEX_COLUMN
+_FILE_SIZE = "__deltatx_file_size"
+_SEARCH_POSITION = "__deltatx_search_position"
+_LONG_MAX = 2**63 - 1
+_TIED_INDEX = "__deltatx_tied_index"
 # Scheme and authority of a URI, so that the key is the (encoded) path alone.
 _URI_PREFIX = r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?"
 # Hadoop expands these in paths given to a reader; a file name holding one must be escaped.
@@ -185,7 +191,9 @@ def files_to_dataframe(
     row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
     searched = _with_file_index(rows, files, keys, file_key, row_index)
     if searched is not None:
-        rows = searched.select("*", *_partition_columns(files, columns, F.col(_FILE_INDEX)))
+        rows = searched
+        if columns:
+            rows = rows.select("*", *_partition_columns(files, columns, F.col(_FILE_INDEX)))
     else:
         lookup = _lookup_table(spark, files, keys, columns)
         expected = [_reported_path(k) for k in keys]
@@ -347,6 +355,11 @@ def _with_file_index(
         F.col("_metadata.file_size").alias(_FILE_SIZE),
         F.col("_metadata.file_path").alias(_FILE_KEY),
     ]
+    if len(sizes) <= _INLINE_SEARCH_LIMIT and not ties:
+        # One projection: each DataFrame step re-analyses the plan on the driver, which cost
+        # more than reading a small table's deletion vectors.
+        search = F.expr(_inline_search(sizes, groups, size="`_metadata`.`file_size`"))
+        return rows.select("*", *located, *row_index, search.alias(_FILE_INDEX))
     if ties:
         located.append(_index_by_path(ties, keys, file_key).alias(_TIED_INDEX))
     out = rows.select("*", *located, *row_index)
@@ -373,8 +386,10 @@ def _with_file_index(
     return out.withColumn(_FILE_INDEX, F.when(matched, index))
 
 
-def _inline_search(sizes: Sequence[int], groups: dict[int, list[int]]) -> str:
-    """SQL for a row's file index: the binary search with the sizes inlined.
+def _inline_search(
+    sizes: Sequence[int], groups: dict[int, list[int]], *, size: str = _FILE_SIZE
+) -> str:
+    """SQL for a row's file index: the binary search of ``size`` with the sizes inlined.
 
     Each comparison is a nested ``CASE`` branch; files sharing a size take
     :data:`_TIED_INDEX`.
@@ -384,12 +399,9 @@ def _inline_search(sizes: Sequence[int], groups: dict[int, list[int]]) -> str:
         if hi - lo == 1:
             same = groups[sizes[lo]]
             found = str(same[0]) if len(same) == 1 else _TIED_INDEX
-            return f"CASE WHEN {_FILE_SIZE} = {sizes[lo]} THEN {found} END"
+            return f"CASE WHEN {size} = {sizes[lo]} THEN {found} END"
         mid = (lo + hi) // 2
-        return (
-            f"CASE WHEN {_FILE_SIZE} < {sizes[mid]} "
-            f"THEN {search(lo, mid)} ELSE {search(mid, hi)} END"
-        )
+        return f"CASE WHEN {size} < {sizes[mid]} THEN {search(lo, mid)} ELSE {search(mid, hi)} END"
 
     return f"CAST({search(0, len(sizes))} AS BIGINT)"
 
@@ -409,12 +421,6 @@ def _partition_columns(
         position = (file_index + 1).cast("int")
         out.append(F.try_element_at(values, position).alias(_partition_alias(i)))
     return out
-
-
-_FILE_SIZE = "__deltatx_file_size"
-_SEARCH_POSITION = "__deltatx_search_position"
-_LONG_MAX = 2**63 - 1
-_TIED_INDEX = "__deltatx_tied_index"
 
 
 def _index_by_path(indexes: Sequence[int], keys: Sequence[str], file_key: Column) -> Column:
