@@ -21,7 +21,15 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from benchmarks.harness import MIN_RUNS, Figure, Row, Stats
-from benchmarks.spark_cases import Timer, _dx, _fresh, dml_source, dml_target, start_session
+from benchmarks.spark_cases import (
+    Timer,
+    _copy,
+    _dx,
+    _fresh,
+    dml_source,
+    dml_target,
+    start_session,
+)
 
 SHARED_CONF_KEYS = (
     "spark.master",
@@ -48,6 +56,8 @@ class PeerSizes:
     optimize_files: int = 100
     optimize_rows: int = 500_000
     versions: int = 100
+    dv_rows: int = 4_000_000
+    dv_files: int = 16
     runs: int = 3
     warmup: int = 1
 
@@ -60,6 +70,8 @@ QUICK = PeerSizes(
     optimize_files=30,
     optimize_rows=50_000,
     versions=30,
+    dv_rows=400_000,
+    dv_files=8,
 )
 
 # Runs in the delta-spark driver: the same timing loop as Timer.measure, measured there.
@@ -309,6 +321,48 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
             s=ds_sql.format(p=run_ds),
         )
         rows.append(_row(what, f"{k:,} rows in {files} files", dx, dx_jobs, ds, ver))
+
+    # -- full read of a table whose deletion vectors delete 10% of its rows, and of it purged:
+    # both engines read the same two tables (case 10's shape), written once by deltatx.
+    log("case 12: read with deletion vectors ...")
+    from benchmarks.datasource_cases import _frame
+
+    dv_path = _fresh(os.path.join(workdir, "peer-dv"))
+    deltatx.write(_frame(spark, sizes.dv_rows, sizes.dv_files), dv_path)
+    DeltaTable.for_path(spark, dv_path).delete("id % 10 = 0")
+    purged_path = os.path.join(workdir, "peer-dv-purged")
+    _copy(dv_path, purged_path)
+    DeltaTable.for_path(spark, purged_path).reorg_purge()
+    size = f"{sizes.dv_rows:,} rows in {sizes.dv_files} files"
+    read: dict[str, tuple[Stats, dict[str, Any], float]] = {}
+    for label, path in (
+        ("DVs delete 10% of rows", dv_path),
+        ("the same table purged", purged_path),
+    ):
+        dx, dx_jobs = timer.measure(
+            lambda p=path: (
+                DeltaTable.for_path(spark, p).to_df().agg(F.sum("v"), F.count("*")).collect()
+            ),
+            runs=runs,
+            warmup=warmup,
+        )
+        ds = theirs(
+            "result = measure(lambda: DT.forPath(spark, args['p']).toDF()"
+            ".selectExpr('sum(v)', 'count(*)').collect(), runs=args['runs'], "
+            "warmup=args['warmup'])",
+            p=path,
+        )
+        read[label] = (dx, ds, dx_jobs)
+    (dv_dx, dv_ds, _), (pu_dx, pu_ds, _) = read.values()
+    theirs_ratio = Stats.of(dv_ds["samples"]).median / Stats.of(pu_ds["samples"]).median
+    ours_ratio = dv_dx.median / pu_dx.median
+    for label, (dx, ds, dx_jobs) in read.items():
+        row = _row(f"full read, {label}", size, dx, dx_jobs, ds, ver)
+        row.notes += (
+            f"; read with DVs / read purged: deltatx {ours_ratio:.2f}x, "
+            f"delta-spark {theirs_ratio:.2f}x"
+        )
+        rows.append(row)
 
     # -- snapshot load of a table with many versions (and checkpoints)
     v = sizes.versions
