@@ -111,7 +111,9 @@ def check_commit(
                     with_dv = a
                 add_key((path, dv.unique_id))
             files += 1
-            if a.partition_values.keys() != partition_columns:
+            values = a.partition_values
+            # Anything but a dict is left to check_structure, to fail there as it always did.
+            if type(values) is not dict or values.keys() != partition_columns:
                 suspect = True
         elif isinstance(a, AddCDCFile):
             if table_root is not None:
