@@ -87,8 +87,8 @@ def check_commit(
     with_dv: AddFile | None = None
     # One pass over what may be thousands of actions; paths of the common plain form are
     # accepted here without a call (see check_data_path). The structure is only suspected
-    # here, cheaply (an add whose partition values differ, fewer distinct keys than file
-    # actions); check_structure finds and names the fault after the rules, as before.
+    # here, cheaply (an add whose partition values differ, fewer distinct keys than adds, any
+    # remove or txn); check_structure finds and names the fault after the rules, as before.
     plain = _PLAIN_RELATIVE.fullmatch
     partition_columns = set(configuration.physical_partition_columns)
     # A file's key is its path, or (path, vector id) when it has a deletion vector: a string
