@@ -501,4 +501,42 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
 
 def serialize_commit(actions: Iterable[Action]) -> bytes:
     """A whole commit file: one JSON line per action, newline-terminated."""
-    return b"".join([_line(a) for a in actions])
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    lines: list[bytes] = []
+    line = lines.append
+    for a in actions:
+        # The bulk of a commit: adds with statistics and none of the optional fields. Their
+        # line is _line's, with _add_to's dict written out here (a call per add and its
+        # checks of absent fields were a third of serializing a 100-add commit).
+        if (
+            type(a) is AddFile
+            and a.stats is not None
+            and a.tags is None
+            and a.deletion_vector is None
+            and a.base_row_id is None
+            and a.default_row_commit_version is None
+            and a.clustering_provider is None
+            and not a.extra
+            and type(a.partition_values) is dict
+        ):
+            try:
+                line(
+                    dumps(
+                        {
+                            "add": {
+                                "path": a.path,
+                                "partitionValues": a.partition_values,
+                                "size": a.size,
+                                "modificationTime": a.modification_time,
+                                "dataChange": a.data_change,
+                                "stats": a.stats,
+                            }
+                        },
+                        option=newline,
+                    )
+                )
+                continue
+            except orjson.JSONEncodeError:
+                pass
+        line(_line(a))
+    return b"".join(lines)

@@ -31,8 +31,6 @@ from deltatx.kernel.actions import (
     CommitInfo,
     Metadata,
     ProtocolAction,
-    RemoveFile,
-    SetTransaction,
 )
 from deltatx.kernel.codec import serialize_commit
 from deltatx.kernel.commit_rules import check_commit
@@ -101,8 +99,9 @@ def validate_actions(
 ) -> TableConfiguration:
     """Checks the per-commit rules of the protocol before anything is written.
 
-    The structural rules (one metadata, partition values, no duplicates) are checked here; the
-    protocol rules of the configuration are :func:`~deltatx.kernel.commit_rules.check_commit`.
+    One metadata and one protocol at most are checked here; the protocol rules of the
+    configuration and the structure of the file actions (partition values, no duplicates) are
+    :func:`~deltatx.kernel.commit_rules.check_commit`'s, in one pass over the actions.
 
     Args:
         actions: The actions to commit.
@@ -152,33 +151,8 @@ def validate_actions(
         operation,
         table_root=root,
         constraints_checked=constraints_checked,
+        structure=True,
     )
-    partition_columns = set(configuration.physical_partition_columns)
-    seen_adds: set[tuple[str, str | None]] = set()
-    seen_removes: set[tuple[str, str | None]] = set()
-    apps: set[str] = set()
-    for a in actions:
-        if isinstance(a, AddFile):
-            if a.partition_values.keys() != partition_columns:
-                raise InvalidArgumentError(
-                    f"add {a.path}: partition values {sorted(a.partition_values)} do not match "
-                    f"the table's partition columns {sorted(partition_columns)}"
-                )
-            # ``a.dv_id``, inline: this runs once per added file.
-            dv = a.deletion_vector
-            key = (a.path, None if dv is None else dv.unique_id)
-            if key in seen_adds:
-                raise InvalidArgumentError(f"add {a.path} appears twice in one commit")
-            seen_adds.add(key)
-        elif isinstance(a, RemoveFile):
-            key = (a.path, a.dv_id)
-            if key in seen_removes:
-                raise InvalidArgumentError(f"remove {a.path} appears twice in one commit")
-            seen_removes.add(key)
-        elif isinstance(a, SetTransaction):
-            if a.app_id in apps:
-                raise InvalidArgumentError(f"app id {a.app_id!r} appears twice in one commit")
-            apps.add(a.app_id)
     return configuration
 
 

@@ -335,3 +335,27 @@ def test_fast_encoding_writes_the_standard_bytes(batch: list[Action]) -> None:
     for action in batch:
         standard = json.dumps(action_to_json_obj(action), separators=(",", ":"), ensure_ascii=False)
         assert serialize_action(action) == standard
+
+
+plain_adds = st.builds(
+    AddFile,
+    path=text,
+    partition_values=nullable_str_map,
+    size=ints | st.integers(min_value=2**63, max_value=2**70),
+    modification_time=ints,
+    data_change=st.booleans(),
+    stats=text,
+)
+
+
+@given(st.lists(plain_adds | actions, max_size=8))
+def test_commit_bytes_are_the_standard_encoding(batch: list[Action]) -> None:
+    """A commit's plain adds are written inline, the rest per action; the bytes must not change.
+
+    Sizes beyond 64 bits are refused by the fast encoder and written by the standard one.
+    """
+    standard = "".join(
+        json.dumps(action_to_json_obj(a), separators=(",", ":"), ensure_ascii=False) + "\n"
+        for a in batch
+    )
+    assert serialize_commit(batch) == standard.encode("utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -236,3 +237,17 @@ def test_the_shortcut_never_accepts_a_path_in_the_log_directory(parts: list[str]
         assert accepted
     if parts and parts[0] == "_delta_log":
         assert not accepted and not _PLAIN_RELATIVE.fullmatch(path)
+
+
+# The plain-path shortcut as first written: segments of name characters with inner dots only.
+_SEGMENT = r"[A-Za-z0-9_=-]+(?:\.[A-Za-z0-9_=-]+)*"
+_FIRST_FORM = re.compile(rf"(?!_delta_log(?:/|$)){_SEGMENT}(?:/{_SEGMENT})*")
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.text(alphabet="ab_=-./%:é\n", max_size=12)
+    | st.sampled_from(["_delta_log", "_delta_logx/a", "_delta_log/a", "a/_delta_log/b"])
+)
+def test_the_plain_path_shortcut_accepts_the_paths_its_first_form_did(path: str) -> None:
+    assert bool(_PLAIN_RELATIVE.fullmatch(path)) == bool(_FIRST_FORM.fullmatch(path))
