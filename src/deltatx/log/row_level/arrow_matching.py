@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -62,11 +63,12 @@ class FileRows:
     """The live rows of one candidate file that a condition matches.
 
     Attributes:
-        matched: Physical row indexes (ascending) of the live rows the condition is TRUE on.
+        matched: Physical row indexes (ascending ``int64``) of the live rows the condition is
+            TRUE on.
         live: How many live rows the file has (physical rows less its deletion vector).
     """
 
-    matched: list[int]
+    matched: npt.NDArray[np.int64]
     live: int
 
 
@@ -115,7 +117,7 @@ def driver_matches(
         gone = np.asarray(deleted[index], dtype=np.int64)
         if len(gone):
             rows = rows[~np.isin(rows, gone)]
-        return FileRows(matched=rows.tolist(), live=columns.rows - len(gone))
+        return FileRows(matched=rows.astype(np.int64, copy=False), live=columns.rows - len(gone))
 
     if len(files) <= 1:
         # Starting a pool costs more than it saves for one file (most 1% DML touch one).

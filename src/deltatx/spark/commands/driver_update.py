@@ -39,6 +39,7 @@ from deltatx.log.row_level.arrow_assignments import (
     Value,
     assigned_column,
 )
+from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
 from deltatx.spark.commands.change_data import records_changes
@@ -65,7 +66,7 @@ _OPERATORS: Mapping[type[exp.Expression], ArithmeticOp] = {
 def update_on_driver(
     txn: OptimisticTransaction,
     candidates: Sequence[AddFile],
-    matched: Mapping[int, Sequence[int]],
+    matched: Mapping[int, RowIndexes],
     assignments: Mapping[str, str | SparkColumn],
 ) -> list[AddFile] | None:
     """Writes the new versions of the matched rows without Spark; None to use a Spark job.
@@ -129,7 +130,7 @@ def _table_allows(txn: OptimisticTransaction) -> bool:
     return not (config.generated_columns or config.constraint_checks or records_changes(txn))
 
 
-def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, Sequence[int]]) -> bool:
+def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, RowIndexes]) -> bool:
     rows = sum(len(r) for r in matched.values())
     if rows > DRIVER_UPDATE_ROWS:
         return False
