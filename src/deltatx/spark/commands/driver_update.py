@@ -18,8 +18,11 @@ steps aside, and the statement runs its Spark job, when:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from decimal import Decimal
+from itertools import islice
 from typing import cast
 
 import numpy as np
@@ -52,6 +55,9 @@ DRIVER_UPDATE_ROWS = 1_000_000
 
 DRIVER_UPDATE_BYTES = 256 << 20
 """Most bytes of touched rows (estimated from their files' sizes) rewritten on the driver."""
+
+_READ_AHEAD = 2
+"""Touched files read at once on the driver: each more holds its rows in memory."""
 
 _DIGITS = re.compile(r"^[0-9]+$")
 _DECIMAL = re.compile(r"^([0-9]*)\.([0-9]+)$")
@@ -95,21 +101,58 @@ def update_on_driver(
     )
     plan = driver_write_plan(txn)
     step("writing")
+
+    def updated_rows(index: int) -> list[pa.Table] | None:
+        positions = np.asarray(matched[index], dtype=np.int64)
+        out: list[pa.Table] = []
+        for batch in reader.read_rows(file_task(candidates[index]), positions):
+            updated = _updated(pa.Table.from_batches([batch]), values, txn.schema)
+            if updated is None:
+                return None
+            out.append(updated)
+        return out
+
     out = TaskFiles(plan)
     try:
-        for index, rows in sorted(matched.items()):
-            positions = np.asarray(rows, dtype=np.int64)
-            for batch in reader.read_rows(file_task(candidates[index]), positions):
-                updated = _updated(pa.Table.from_batches([batch]), values, txn.schema)
-                if updated is None:
-                    out.discard()
-                    return None
-                for part in updated.to_batches():
+        for tables in _in_order(updated_rows, sorted(matched)):
+            if tables is None:
+                out.discard()
+                return None
+            for table in tables:
+                for part in table.to_batches():
                     out.add(part)
         return out.close()
     except BaseException:
         out.discard()
         raise
+
+
+def _in_order(
+    fn: Callable[[int], list[pa.Table] | None], indexes: Sequence[int]
+) -> Iterator[list[pa.Table] | None]:
+    """``fn`` of each index in order, the next files read by threads while one is written.
+
+    pyarrow releases the GIL while it reads and writes Parquet, so a touched file is read as
+    the one before it is written; at most :data:`_READ_AHEAD` files' rows wait in memory.
+    """
+    if len(indexes) <= 1:
+        # Starting a pool costs more than it saves for one file.
+        yield from (fn(i) for i in indexes)
+        return
+    with ThreadPoolExecutor(min(_READ_AHEAD, len(indexes))) as pool:
+        pending: deque[Future[list[pa.Table] | None]] = deque()
+        ahead = iter(indexes)
+        for i in islice(ahead, _READ_AHEAD):
+            pending.append(pool.submit(fn, i))
+        try:
+            while pending:
+                result = pending.popleft().result()
+                for i in islice(ahead, 1):
+                    pending.append(pool.submit(fn, i))
+                yield result
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def driver_write_plan(txn: OptimisticTransaction) -> WritePlan:
