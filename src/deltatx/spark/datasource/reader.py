@@ -209,10 +209,14 @@ class FileReader:
         # Resolved as every scan resolves log paths: inside the root, or on the table's store.
         location = self.location.location
         canonical = location.file(add_path, what="data file")
-        return pq.ParquetFile(
-            location.fs.open_input_file(location.fs_path(canonical)),
-            read_dictionary=list(dictionaries) or None,
-        )
+        source = location.fs.open_input_file(location.fs_path(canonical))
+        parquet = pq.ParquetFile(source)
+        present = set(parquet.schema_arrow.names)
+        # pyarrow refuses a dictionary column the file lacks (a partition or later column).
+        wanted = [c for c in dictionaries if c in present]
+        if not wanted:
+            return parquet
+        return pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=wanted)
 
     def _constant(self, field_index: int, raw: str | None, rows: int) -> pa.Array:
         arrow_type = self.arrow_schema.field(field_index).type
