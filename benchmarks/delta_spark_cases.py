@@ -211,7 +211,7 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
         scale_files = max(1, sizes.scale_dml_rows // SCALE_ROWS_PER_FILE)
         target = dml_target(spark, sizes.scale_dml_rows, scale_files)
         target.write.mode("overwrite").parquet(scale_src)
-        rows += dml.rows(scale_src, sizes.scale_dml_rows, scale_files, (True,))
+        rows += dml.rows(scale_src, sizes.scale_dml_rows, scale_files, (True,), by_range=True)
         shutil.rmtree(scale_src, ignore_errors=True)
     run_dx, run_ds = os.path.join(workdir, "peer-run-dx"), os.path.join(workdir, "peer-run-ds")
 
@@ -308,8 +308,14 @@ class _Dml:
     runs: int
     warmup: int
 
-    def rows(self, src: str, m: int, files: int, dvs: tuple[bool, ...]) -> list[Row]:
-        """One row per operation and table kind, for the ``m``-row table at ``src``."""
+    def rows(
+        self, src: str, m: int, files: int, dvs: tuple[bool, ...], *, by_range: bool = False
+    ) -> list[Row]:
+        """One row per operation and table kind, for the ``m``-row table at ``src``.
+
+        ``by_range``: each engine writes its table range-partitioned by id into ``files``
+        files (case 15's shape), not in the files Spark's reader packs ``src`` into.
+        """
         import deltatx
         from deltatx import DeltaTable
 
@@ -331,11 +337,17 @@ class _Dml:
             self.log(f"case 12: DML, {label}, {m:,} rows ...")
             dx_tpl = _fresh(os.path.join(workdir, f"peer-dml-dx-{int(dv)}"))
             ds_tpl = os.path.join(workdir, f"peer-dml-ds-{int(dv)}")
-            deltatx.write(spark.read.parquet(src), dx_tpl, properties=props)
+            data = spark.read.parquet(src)
+            deltatx.write(
+                data.repartitionByRange(files, "id") if by_range else data,
+                dx_tpl,
+                properties=props,
+            )
+            ranged = f".repartitionByRange({files}, 'id')" if by_range else ""
             peer.exec(
                 "import shutil, os\n"
                 "if os.path.exists(args['p']): shutil.rmtree(args['p'])\n"
-                "spark.read.parquet(args['src']).write.format('delta')"
+                f"spark.read.parquet(args['src']){ranged}.write.format('delta')"
                 ".option('delta.enableDeletionVectors', args['dv']).save(args['p'])\n"
                 "spark.sql(f\"ALTER TABLE delta.`{args['p']}` SET TBLPROPERTIES "
                 "('delta.enableDeletionVectors' = '{args['dv']}')\")",
