@@ -12,7 +12,6 @@ Spark job.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +40,7 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.schema import StructType
 from deltatx.kernel.values import Kind, Uncoercible, kind_of_type, parse_partition_value
 from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.row_level.driver_threads import driver_pool
 from deltatx.storage.location import Location
 
 DRIVER_MATCH_BYTES = 1 << 30
@@ -52,7 +52,6 @@ _ARROW_TYPES: Mapping[Kind, pa.DataType] = {
     Kind.BOOLEAN: pa.bool_(),
 }
 _INT64 = (-(2**63), 2**63 - 1)
-_THREADS = 4
 
 Columns = Mapping[str, pa.Array]
 _Evaluator = Callable[[Columns], pa.Array]
@@ -120,11 +119,10 @@ def driver_matches(
         return FileRows(matched=rows.astype(np.int64, copy=False), live=columns.rows - len(gone))
 
     if len(files) <= 1:
-        # Starting a pool costs more than it saves for one file (most 1% DML touch one).
+        # Handing one file to a thread costs more than it saves (most 1% DML touch one).
         found = [match(i) for i in range(len(files))]
     else:
-        with ThreadPoolExecutor(min(_THREADS, len(files))) as pool:
-            found = list(pool.map(match, range(len(files))))
+        found = list(driver_pool().map(match, range(len(files))))
     if any(r is None for r in found):
         return None
     return {i: r for i, r in enumerate(found) if r is not None}

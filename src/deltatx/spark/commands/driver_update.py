@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, wait
 from decimal import Decimal
 from itertools import islice
 from typing import cast
@@ -42,6 +42,7 @@ from deltatx.log.row_level.arrow_assignments import (
     Value,
     assigned_column,
 )
+from deltatx.log.row_level.driver_threads import driver_pool
 from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
@@ -136,23 +137,25 @@ def _in_order(
     the one before it is written; at most :data:`_READ_AHEAD` files' rows wait in memory.
     """
     if len(indexes) <= 1:
-        # Starting a pool costs more than it saves for one file.
+        # Handing one file to a thread costs more than it saves.
         yield from (fn(i) for i in indexes)
         return
-    with ThreadPoolExecutor(min(_READ_AHEAD, len(indexes))) as pool:
-        pending: deque[Future[list[pa.Table] | None]] = deque()
-        ahead = iter(indexes)
-        for i in islice(ahead, _READ_AHEAD):
-            pending.append(pool.submit(fn, i))
-        try:
-            while pending:
-                result = pending.popleft().result()
-                for i in islice(ahead, 1):
-                    pending.append(pool.submit(fn, i))
-                yield result
-        finally:
-            for future in pending:
-                future.cancel()
+    pool = driver_pool()
+    pending: deque[Future[list[pa.Table] | None]] = deque()
+    ahead = iter(indexes)
+    for i in islice(ahead, _READ_AHEAD):
+        pending.append(pool.submit(fn, i))
+    try:
+        while pending:
+            result = pending.popleft().result()
+            for i in islice(ahead, 1):
+                pending.append(pool.submit(fn, i))
+            yield result
+    finally:
+        for future in pending:
+            future.cancel()
+        # A read already running finishes before the caller goes on (it may discard files).
+        wait(pending)
 
 
 def driver_write_plan(txn: OptimisticTransaction) -> WritePlan:
