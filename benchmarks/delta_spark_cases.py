@@ -1,4 +1,4 @@
-"""Case 10: deltatx next to delta-spark, the reference engine, on the same data and settings.
+"""Case 12: deltatx next to delta-spark, the reference engine, on the same data and settings.
 
 delta-spark 4.4 needs Spark 4.2, so it runs in its own process (the peer environment of the
 peer test suite, ``tests/peer/engine.py``) and times its operations there; deltatx is timed in
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.harness import MIN_RUNS, Figure, Row, Stats
@@ -30,6 +31,9 @@ from benchmarks.spark_cases import (
     dml_target,
     start_session,
 )
+
+# Issue 16's table shape (case 15): 100,000 rows a file, so 10M rows is 100 files.
+SCALE_ROWS_PER_FILE = 100_000
 
 SHARED_CONF_KEYS = (
     "spark.master",
@@ -53,6 +57,7 @@ class PeerSizes:
     append_rows: int = 1_000_000
     dml_rows: int = 1_000_000
     dml_files: int = 20
+    scale_dml_rows: int | None = 10_000_000
     optimize_files: int = 100
     optimize_rows: int = 500_000
     versions: int = 100
@@ -67,6 +72,7 @@ QUICK = PeerSizes(
     append_rows=100_000,
     dml_rows=100_000,
     dml_files=10,
+    scale_dml_rows=None,
     optimize_files=30,
     optimize_rows=50_000,
     versions=30,
@@ -209,75 +215,17 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
     )
     rows.append(_row("commit latency: append one row", "1 row", dx, dx_jobs, ds, ver))
 
-    # -- DML with and without deletion vectors
-    m = sizes.dml_rows
-    lo, hi, src_lo, src_hi = _lo_hi(m)
+    # -- DML with and without deletion vectors; at 10M rows (issue 16) with them only
+    dml = _Dml(spark, peer, theirs, timer, workdir, ver, log, runs, warmup)
+    rows += dml.rows(dml_src, sizes.dml_rows, sizes.dml_files, (False, True))
+    if sizes.scale_dml_rows:
+        scale_src = os.path.join(workdir, "peer-dml-scale-source")
+        scale_files = max(1, sizes.scale_dml_rows // SCALE_ROWS_PER_FILE)
+        target = dml_target(spark, sizes.scale_dml_rows, scale_files)
+        target.write.mode("overwrite").parquet(scale_src)
+        rows += dml.rows(scale_src, sizes.scale_dml_rows, scale_files, (True,), by_range=True)
+        shutil.rmtree(scale_src, ignore_errors=True)
     run_dx, run_ds = os.path.join(workdir, "peer-run-dx"), os.path.join(workdir, "peer-run-ds")
-    for dv in (False, True):
-        props = {"delta.enableDeletionVectors": str(dv).lower()}
-        label = "deletion vectors" if dv else "copy-on-write"
-        log(f"case 12: DML, {label} ...")
-        dx_tpl = _fresh(os.path.join(workdir, f"peer-dml-dx-{int(dv)}"))
-        ds_tpl = os.path.join(workdir, f"peer-dml-ds-{int(dv)}")
-        deltatx.write(spark.read.parquet(dml_src), dx_tpl, properties=props)
-        peer.exec(
-            "import shutil, os\n"
-            "if os.path.exists(args['p']): shutil.rmtree(args['p'])\n"
-            "spark.read.parquet(args['src']).write.format('delta')"
-            ".option('delta.enableDeletionVectors', args['dv']).save(args['p'])\n"
-            "spark.sql(f\"ALTER TABLE delta.`{args['p']}` SET TBLPROPERTIES "
-            "('delta.enableDeletionVectors' = '{args['dv']}')\")",
-            p=ds_tpl,
-            src=dml_src,
-            dv=str(dv).lower(),
-        )
-        source_df = dml_source(spark, src_lo, src_hi)
-        dx_ops: dict[str, Callable[[DeltaTable], object]] = {
-            "DELETE": lambda t: t.delete(f"id >= {lo} AND id < {hi}"),
-            "UPDATE": lambda t: t.update(
-                condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}
-            ),
-            "MERGE": lambda t, src=source_df: (
-                t.alias("t")
-                .merge(src.alias("s"), "t.id = s.id")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            ),
-        }
-        ds_ops = {
-            "DELETE": f"DELETE FROM delta.`{run_ds}` WHERE id >= {lo} AND id < {hi}",
-            "UPDATE": f"UPDATE delta.`{run_ds}` SET v = v + 1.0 WHERE id >= {lo} AND id < {hi}",
-            "MERGE": (
-                f"MERGE INTO delta.`{run_ds}` t USING (SELECT id, concat('k', CAST(id % 10 AS "
-                f"STRING)) AS k, CAST(id AS DOUBLE) * 2.0 AS v FROM range({src_lo}, {src_hi})) s "
-                "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-            ),
-        }
-        for op, fn in dx_ops.items():
-            handle: dict[str, DeltaTable] = {}
-
-            def setup(h: dict[str, DeltaTable] = handle, tpl: str = dx_tpl) -> None:
-                shutil.copytree(tpl, _fresh(run_dx))
-                h["dt"] = DeltaTable.for_path(spark, run_dx)
-
-            def dx_op(h: dict[str, DeltaTable] = handle, f: Any = fn) -> None:
-                f(h["dt"])
-
-            dx, dx_jobs = timer.measure(dx_op, runs=runs, warmup=warmup, setup=setup)
-            ds = theirs(
-                "def setup():\n"
-                "    shutil.copytree(args['tpl'], _fresh(args['run']))\n"
-                "    clear_cache()\n"
-                "    DT.forPath(spark, args['run']).toDF()\n"
-                "result = measure(lambda: spark.sql(args['s']).collect(), setup=setup, "
-                "runs=args['runs'], warmup=args['warmup'])",
-                tpl=ds_tpl,
-                run=run_ds,
-                s=ds_ops[op],
-            )
-            size = f"{m:,}-row table in {sizes.dml_files} files, 1% changed"
-            rows.append(_row(f"{op} 1%, {label}", size, dx, dx_jobs, ds, ver))
 
     # -- OPTIMIZE and ZORDER on many small files
     k, files = sizes.optimize_rows, sizes.optimize_files
@@ -299,7 +247,7 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
             "OPTIMIZE delta.`{p}` ZORDER BY (k, v)",
         ),
     ):
-        handle = {}
+        handle: dict[str, DeltaTable] = {}
 
         def setup_opt(h: dict[str, DeltaTable] = handle) -> None:
             shutil.copytree(dx_tpl, _fresh(run_dx))
@@ -398,3 +346,115 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
         theirs_s = row.peer.stats.median if row.peer and row.peer.stats else float("nan")
         log(f"case 12: {row.name}: deltatx {ours_s:.3f} s, delta-spark {theirs_s:.3f} s, {ratio}x")
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _Dml:
+    """DELETE, UPDATE and MERGE of 1%, timed in deltatx and in delta-spark on one source."""
+
+    spark: SparkSession
+    peer: Any
+    theirs: Callable[..., dict[str, Any]]
+    timer: Timer
+    workdir: str
+    ver: str
+    log: Callable[[str], None]
+    runs: int
+    warmup: int
+
+    def rows(
+        self, src: str, m: int, files: int, dvs: tuple[bool, ...], *, by_range: bool = False
+    ) -> list[Row]:
+        """One row per operation and table kind, for the ``m``-row table at ``src``.
+
+        ``by_range``: each engine writes its table range-partitioned by id into ``files``
+        files (case 15's shape), not in the files Spark's reader packs ``src`` into.
+        """
+        import deltatx
+        from deltatx import DeltaTable
+
+        spark, peer, theirs, timer, workdir = (
+            self.spark,
+            self.peer,
+            self.theirs,
+            self.timer,
+            self.workdir,
+        )
+        runs, warmup = self.runs, self.warmup
+        lo, hi, src_lo, src_hi = _lo_hi(m)
+        run_dx = os.path.join(workdir, "peer-run-dx")
+        run_ds = os.path.join(workdir, "peer-run-ds")
+        rows: list[Row] = []
+        for dv in dvs:
+            props = {"delta.enableDeletionVectors": str(dv).lower()}
+            label = "deletion vectors" if dv else "copy-on-write"
+            self.log(f"case 12: DML, {label}, {m:,} rows ...")
+            dx_tpl = _fresh(os.path.join(workdir, f"peer-dml-dx-{int(dv)}"))
+            ds_tpl = os.path.join(workdir, f"peer-dml-ds-{int(dv)}")
+            data = spark.read.parquet(src)
+            deltatx.write(
+                data.repartitionByRange(files, "id") if by_range else data,
+                dx_tpl,
+                properties=props,
+            )
+            ranged = f".repartitionByRange({files}, 'id')" if by_range else ""
+            peer.exec(
+                "import shutil, os\n"
+                "if os.path.exists(args['p']): shutil.rmtree(args['p'])\n"
+                f"spark.read.parquet(args['src']){ranged}.write.format('delta')"
+                ".option('delta.enableDeletionVectors', args['dv']).save(args['p'])\n"
+                "spark.sql(f\"ALTER TABLE delta.`{args['p']}` SET TBLPROPERTIES "
+                "('delta.enableDeletionVectors' = '{args['dv']}')\")",
+                p=ds_tpl,
+                src=src,
+                dv=str(dv).lower(),
+            )
+            source_df = dml_source(spark, src_lo, src_hi)
+            dx_ops: dict[str, Callable[[DeltaTable], object]] = {
+                "DELETE": lambda t: t.delete(f"id >= {lo} AND id < {hi}"),
+                "UPDATE": lambda t: t.update(
+                    condition=f"id >= {lo} AND id < {hi}", set={"v": "v + 1.0"}
+                ),
+                "MERGE": lambda t, src=source_df: (
+                    t.alias("t")
+                    .merge(src.alias("s"), "t.id = s.id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute()
+                ),
+            }
+            ds_ops = {
+                "DELETE": f"DELETE FROM delta.`{run_ds}` WHERE id >= {lo} AND id < {hi}",
+                "UPDATE": f"UPDATE delta.`{run_ds}` SET v = v + 1.0 WHERE id >= {lo} AND id < {hi}",
+                "MERGE": (
+                    f"MERGE INTO delta.`{run_ds}` t USING (SELECT id, concat('k', "
+                    "CAST(id % 10 AS STRING)) AS k, CAST(id AS DOUBLE) * 2.0 AS v FROM "
+                    f"range({src_lo}, {src_hi})) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
+                    "WHEN NOT MATCHED THEN INSERT *"
+                ),
+            }
+            for op, fn in dx_ops.items():
+                handle: dict[str, DeltaTable] = {}
+
+                def setup(h: dict[str, DeltaTable] = handle, tpl: str = dx_tpl) -> None:
+                    shutil.copytree(tpl, _fresh(run_dx))
+                    h["dt"] = DeltaTable.for_path(spark, run_dx)
+
+                def dx_op(h: dict[str, DeltaTable] = handle, f: Any = fn) -> None:
+                    f(h["dt"])
+
+                dx, dx_jobs = timer.measure(dx_op, runs=runs, warmup=warmup, setup=setup)
+                ds = theirs(
+                    "def setup():\n"
+                    "    shutil.copytree(args['tpl'], _fresh(args['run']))\n"
+                    "    clear_cache()\n"
+                    "    DT.forPath(spark, args['run']).toDF()\n"
+                    "result = measure(lambda: spark.sql(args['s']).collect(), setup=setup, "
+                    "runs=args['runs'], warmup=args['warmup'])",
+                    tpl=ds_tpl,
+                    run=run_ds,
+                    s=ds_ops[op],
+                )
+                size = f"{m:,}-row table in {files} files, 1% changed"
+                rows.append(_row(f"{op} 1%, {label}", size, dx, dx_jobs, ds, self.ver))
+        return rows

@@ -114,7 +114,7 @@ def test_driver_finds_the_rows_spark_finds(
         table.log.location, files, predicate, snapshot.schema, column_mapping="none"
     )
     assert found is not None, condition
-    driver = {i: r.matched for i, r in found.items() if r.matched}
+    driver = {i: r.matched.tolist() for i, r in found.items() if len(r.matched)}
     hit = F.coalesce(F.expr(condition), F.lit(False))
     spark_found = collect_addresses(read_addressed(spark, txn, files).filter(hit))
     assert driver == {i: sorted(r) for i, r in spark_found.items()}

@@ -115,7 +115,7 @@ def test_pyarrow_evaluation_matches_row_evaluation(
     found = driver_matches(location, adds, predicate, SCHEMA, column_mapping="none")
     assert found is not None, predicate
     expected = [i for i, row in enumerate(rows) if evaluate_on_row(predicate, row, schema=SCHEMA)]
-    assert found[0].matched == expected, predicate
+    assert found[0].matched.tolist() == expected, predicate
     assert found[0].live == len(rows)
 
 

@@ -11,7 +11,6 @@ the source keys, which the caller already holds on the driver.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -24,10 +23,10 @@ from deltatx.kernel.values import Kind, kind_of_type
 from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.row_level.arrow_matching import (
     _ARROW_TYPES,
-    _THREADS,
     DRIVER_MATCH_BYTES,
     _read_columns,
 )
+from deltatx.log.row_level.driver_threads import driver_pool
 from deltatx.storage.location import Location
 
 FILE = "file"
@@ -132,8 +131,7 @@ def key_matches(
             }
         )
 
-    with ThreadPoolExecutor(min(_THREADS, len(files))) as pool:
-        found = list(pool.map(join, range(len(files))))
+    found = list(driver_pool().map(join, range(len(files))))
     if any(t is None for t in found):
         return None
     return pa.concat_tables([empty, *(t for t in found if t is not None)])

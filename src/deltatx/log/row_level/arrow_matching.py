@@ -12,10 +12,10 @@ Spark job.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -40,6 +40,7 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.schema import StructType
 from deltatx.kernel.values import Kind, Uncoercible, kind_of_type, parse_partition_value
 from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.row_level.driver_threads import driver_pool
 from deltatx.storage.location import Location
 
 DRIVER_MATCH_BYTES = 1 << 30
@@ -51,7 +52,6 @@ _ARROW_TYPES: Mapping[Kind, pa.DataType] = {
     Kind.BOOLEAN: pa.bool_(),
 }
 _INT64 = (-(2**63), 2**63 - 1)
-_THREADS = 4
 
 Columns = Mapping[str, pa.Array]
 _Evaluator = Callable[[Columns], pa.Array]
@@ -62,11 +62,12 @@ class FileRows:
     """The live rows of one candidate file that a condition matches.
 
     Attributes:
-        matched: Physical row indexes (ascending) of the live rows the condition is TRUE on.
+        matched: Physical row indexes (ascending ``int64``) of the live rows the condition is
+            TRUE on.
         live: How many live rows the file has (physical rows less its deletion vector).
     """
 
-    matched: list[int]
+    matched: npt.NDArray[np.int64]
     live: int
 
 
@@ -115,14 +116,13 @@ def driver_matches(
         gone = np.asarray(deleted[index], dtype=np.int64)
         if len(gone):
             rows = rows[~np.isin(rows, gone)]
-        return FileRows(matched=rows.tolist(), live=columns.rows - len(gone))
+        return FileRows(matched=rows.astype(np.int64, copy=False), live=columns.rows - len(gone))
 
     if len(files) <= 1:
-        # Starting a pool costs more than it saves for one file (most 1% DML touch one).
+        # Handing one file to a thread costs more than it saves (most 1% DML touch one).
         found = [match(i) for i in range(len(files))]
     else:
-        with ThreadPoolExecutor(min(_THREADS, len(files))) as pool:
-            found = list(pool.map(match, range(len(files))))
+        found = list(driver_pool().map(match, range(len(files))))
     if any(r is None for r in found):
         return None
     return {i: r for i, r in enumerate(found) if r is not None}

@@ -16,6 +16,7 @@ from pyspark.sql import Column
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.expressions import Expression
 from deltatx.log.row_level.arrow_matching import FileRows, driver_matches
+from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.rewrite import FileMatches
 
@@ -55,13 +56,15 @@ def find_on_driver(
     )
 
 
-def matched_addresses(found: dict[int, FileRows]) -> dict[int, list[int]]:
+def matched_addresses(found: dict[int, FileRows]) -> dict[int, RowIndexes]:
     """Candidate index -> matched row indexes, for the candidates with a match."""
-    return {i: r.matched for i, r in found.items() if r.matched}
+    return {i: r.matched for i, r in found.items() if len(r.matched)}
 
 
 def as_file_matches(candidates: Sequence[AddFile], found: dict[int, FileRows]) -> list[FileMatches]:
     """The candidates with a match, counted as copy-on-write wants them."""
     return [
-        FileMatches(candidates[i], len(r.matched), r.live) for i, r in found.items() if r.matched
+        FileMatches(candidates[i], len(r.matched), r.live)
+        for i, r in found.items()
+        if len(r.matched)
     ]

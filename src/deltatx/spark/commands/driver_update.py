@@ -18,8 +18,11 @@ steps aside, and the statement runs its Spark job, when:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, wait
 from decimal import Decimal
+from itertools import islice
 from typing import cast
 
 import numpy as np
@@ -39,6 +42,8 @@ from deltatx.log.row_level.arrow_assignments import (
     Value,
     assigned_column,
 )
+from deltatx.log.row_level.driver_threads import driver_pool
+from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
 from deltatx.spark.commands.change_data import records_changes
@@ -51,6 +56,9 @@ DRIVER_UPDATE_ROWS = 1_000_000
 
 DRIVER_UPDATE_BYTES = 256 << 20
 """Most bytes of touched rows (estimated from their files' sizes) rewritten on the driver."""
+
+_READ_AHEAD = 2
+"""Touched files read at once on the driver: each more holds its rows in memory."""
 
 _DIGITS = re.compile(r"^[0-9]+$")
 _DECIMAL = re.compile(r"^([0-9]*)\.([0-9]+)$")
@@ -65,7 +73,7 @@ _OPERATORS: Mapping[type[exp.Expression], ArithmeticOp] = {
 def update_on_driver(
     txn: OptimisticTransaction,
     candidates: Sequence[AddFile],
-    matched: Mapping[int, Sequence[int]],
+    matched: Mapping[int, RowIndexes],
     assignments: Mapping[str, str | SparkColumn],
 ) -> list[AddFile] | None:
     """Writes the new versions of the matched rows without Spark; None to use a Spark job.
@@ -94,21 +102,60 @@ def update_on_driver(
     )
     plan = driver_write_plan(txn)
     step("writing")
+
+    def updated_rows(index: int) -> list[pa.Table] | None:
+        positions = np.asarray(matched[index], dtype=np.int64)
+        out: list[pa.Table] = []
+        for batch in reader.read_rows(file_task(candidates[index]), positions):
+            updated = _updated(pa.Table.from_batches([batch]), values, txn.schema)
+            if updated is None:
+                return None
+            out.append(updated)
+        return out
+
     out = TaskFiles(plan)
     try:
-        for index, rows in sorted(matched.items()):
-            positions = np.asarray(rows, dtype=np.int64)
-            for batch in reader.read_rows(file_task(candidates[index]), positions):
-                updated = _updated(pa.Table.from_batches([batch]), values, txn.schema)
-                if updated is None:
-                    out.discard()
-                    return None
-                for part in updated.to_batches():
+        for tables in _in_order(updated_rows, sorted(matched)):
+            if tables is None:
+                out.discard()
+                return None
+            for table in tables:
+                for part in table.to_batches():
                     out.add(part)
         return out.close()
     except BaseException:
         out.discard()
         raise
+
+
+def _in_order(
+    fn: Callable[[int], list[pa.Table] | None], indexes: Sequence[int]
+) -> Iterator[list[pa.Table] | None]:
+    """``fn`` of each index in order, the next files read by threads while one is written.
+
+    pyarrow releases the GIL while it reads and writes Parquet, so a touched file is read as
+    the one before it is written; at most :data:`_READ_AHEAD` files' rows wait in memory.
+    """
+    if len(indexes) <= 1:
+        # Handing one file to a thread costs more than it saves.
+        yield from (fn(i) for i in indexes)
+        return
+    pool = driver_pool()
+    pending: deque[Future[list[pa.Table] | None]] = deque()
+    ahead = iter(indexes)
+    for i in islice(ahead, _READ_AHEAD):
+        pending.append(pool.submit(fn, i))
+    try:
+        while pending:
+            result = pending.popleft().result()
+            for i in islice(ahead, 1):
+                pending.append(pool.submit(fn, i))
+            yield result
+    finally:
+        for future in pending:
+            future.cancel()
+        # A read already running finishes before the caller goes on (it may discard files).
+        wait(pending)
 
 
 def driver_write_plan(txn: OptimisticTransaction) -> WritePlan:
@@ -129,7 +176,7 @@ def _table_allows(txn: OptimisticTransaction) -> bool:
     return not (config.generated_columns or config.constraint_checks or records_changes(txn))
 
 
-def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, Sequence[int]]) -> bool:
+def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, RowIndexes]) -> bool:
     rows = sum(len(r) for r in matched.values())
     if rows > DRIVER_UPDATE_ROWS:
         return False

@@ -21,6 +21,7 @@ from deltatx.kernel.deletion_vectors import loose_stats, num_records
 from deltatx.kernel.expressions import Expression
 from deltatx.kernel.row_level.limitations import row_level_limitation
 from deltatx.log.deletion_vectors import DvReader, write_dvs
+from deltatx.log.row_level.row_indexes import RowIndexes, as_ints, row_bitmap
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.expressions import is_deterministic
 
@@ -58,7 +59,7 @@ def physical_rows(txn: OptimisticTransaction, f: AddFile) -> int:
 def mark_deleted(
     txn: OptimisticTransaction,
     files: Sequence[AddFile],
-    deleted: Mapping[int, Sequence[int]],
+    deleted: Mapping[int, RowIndexes],
 ) -> DvChanges:
     """Stages deletion vectors that add ``deleted`` rows to each file's vector.
 
@@ -72,12 +73,12 @@ def mark_deleted(
     partial: list[tuple[AddFile, BitMap64]] = []
     total = 0
     for index, rows in sorted(deleted.items()):
-        if not rows:
+        if not len(rows):
             continue
         f = files[index]
         # Bitmaps, not Python sets: at 100,000 rows a file, building sets cost more than the
         # rest of the statement.
-        new = BitMap64(rows)
+        new = row_bitmap(rows)
         added = len(new)
         if f.deletion_vector is not None:
             old = BitMap64(reader.rows(f.deletion_vector, data_file=f.path))
@@ -109,7 +110,7 @@ def mark_deleted(
 def record_row_level(
     txn: OptimisticTransaction,
     files: Sequence[AddFile],
-    deleted: Mapping[int, Sequence[int]],
+    deleted: Mapping[int, RowIndexes],
     *,
     predicate: Expression | None,
     condition: str | Column | None,
@@ -125,4 +126,4 @@ def record_row_level(
     if reason is not None:
         txn.record_row_level_fallback(reason)
         return
-    txn.record_row_level(list(files), {files[i].path: rows for i, rows in deleted.items()})
+    txn.record_row_level(list(files), {files[i].path: as_ints(rows) for i, rows in deleted.items()})

@@ -13,6 +13,7 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.operations import OperationName
+from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
 from deltatx.spark.commands.change_data import (
@@ -145,7 +146,7 @@ def _update_on_driver(
     candidates: list[AddFile],
     found: dict[int, FileRows] | None,
     texts: Mapping[str, str | Column],
-) -> tuple[dict[int, list[int]], list[AddFile]] | None:
+) -> tuple[Mapping[int, RowIndexes], list[AddFile]] | None:
     """The matched rows and their new versions written on the driver, or None to use Spark.
 
     See :func:`~deltatx.spark.commands.driver_update.update_on_driver` for when it applies.
@@ -165,7 +166,7 @@ def _stage_dv_update(
     assignments: Mapping[str, Column],
     started: float,
     found: dict[int, FileRows] | None,
-) -> tuple[UpdateMetrics, dict[int, list[int]]]:
+) -> tuple[UpdateMetrics, Mapping[int, RowIndexes]]:
     """UPDATE with deletion vectors by Spark: old versions marked deleted, new ones appended.
 
     Only the matched rows are written (to new files); no unchanged row is copied. Rows the
@@ -184,7 +185,7 @@ def _stage_dv_update(
 def _stage_dv_changes(
     txn: OptimisticTransaction,
     candidates: list[AddFile],
-    matched: dict[int, list[int]],
+    matched: Mapping[int, RowIndexes],
     added: list[AddFile],
     started: float,
 ) -> UpdateMetrics:
@@ -209,7 +210,7 @@ def _write_found(
     cond: Column,
     updated: list[Column],
     found: dict[int, FileRows],
-) -> tuple[dict[int, list[int]], list[AddFile]] | None:
+) -> tuple[Mapping[int, RowIndexes], list[AddFile]] | None:
     """Writes the new versions of the rows the driver found: one job over the touched files.
 
     None when the rows Spark wrote are not as many as the driver found (the files written
@@ -234,7 +235,7 @@ def _find_and_write(
     candidates: list[AddFile],
     cond: Column,
     updated: list[Column],
-) -> tuple[dict[int, list[int]], list[AddFile]]:
+) -> tuple[Mapping[int, RowIndexes], list[AddFile]]:
     """Finds the matched rows with Spark and writes their new versions (and their changes)."""
     # The matched rows are kept once found: their addresses and their new versions then come
     # from one scan of the candidates, not two.

