@@ -8,9 +8,11 @@ it meets the file and keeps it for the next batches and tasks it runs.
 Two users: the data source's Python reader masks the Arrow batches it reads, and
 :func:`live_rows_filter` gives Spark's native Parquet scan (``DeltaTable.to_df``,
 ``spark.read.format("delta").load``) a filter with no Python on the rows' path: each row
-finds, by its file and its 64-row word, that word's deleted-row bits, which travel as one
-broadcast per executor rather than in every task. Past :data:`BROADCAST_LIMIT` deleted rows, a
-vectorised Python filter that loads each file's vector in the task takes over.
+finds, by its file and its 64-row word, that word's deleted-row bits. Up to
+:data:`LITERAL_WORDS_LIMIT` words they are one literal array in the stage's code, which Spark
+ships once per executor with the stage (the tasks themselves carry only a reference to it);
+past it, a broadcast joined by file. Past :data:`BROADCAST_LIMIT` deleted rows, a vectorised
+Python filter that loads each file's vector in the task takes over.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor
+from deltatx.kernel.deletion_vectors import num_records
 from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import DeltaLog
+from deltatx.spark.literals import long_array
 from deltatx.spark.scan import RowFilter
 
 # Vectors kept per worker process; a vector is a sorted int64 array (8 bytes per deleted row).
@@ -74,6 +78,11 @@ def live_mask(deleted: np.ndarray, row_indexes: np.ndarray) -> np.ndarray:
 BROADCAST_LIMIT = 20_000_000
 """Most deleted rows one scan drops through a broadcast of its vectors' words."""
 
+LITERAL_WORDS_LIMIT = 262_144
+"""Most 64-row words (2 MB) one scan's vectors travel as a literal array in the stage's code:
+no join, no exchange, and each row reads its word in place. Past it the literal would weigh
+on every plan Spark prints and ships, and the broadcast join takes over."""
+
 DENSE_WORDS_LIMIT = 4_000_000
 """Most 64-row words (32 MB) one scan's vectors travel as, every word of each file up to its
 last deleted row; past it, only the words that delete something travel, keyed by file and
@@ -92,6 +101,9 @@ _DV_ROW = "__deltatx_dv_row"
 # DENSE_WORDS_LIMIT only the words that delete something travel, joined by file and word.
 _WORD_BITS = 6
 _WORD_MASK = (1 << _WORD_BITS) - 1
+# Where the words of a file without a vector start: any of its rows' word indexes stays below
+# zero (and within an int, so the cast to an array index is exact), which finds no word.
+_NO_WORDS = -(2**31)
 
 
 def live_rows_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter | None:
@@ -177,10 +189,64 @@ def _broadcast_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
             if add.deletion_vector is not None
         ]
         dense = sum((int(r[-1]) >> _WORD_BITS) + 1 for _, r in deleted if len(r))
+        if dense <= LITERAL_WORDS_LIMIT:
+            kept = _literal_words(rows, file_index, row_index, deleted, files)
+            if kept is not None:
+                return kept
         keep = _join_arrays if dense <= DENSE_WORDS_LIMIT else _join_words
         return keep(rows, file_index, row_index, deleted)
 
     return keep_live
+
+
+def _literal_words(
+    rows: DataFrame,
+    file_index: Column,
+    row_index: Column,
+    deleted: Sequence[tuple[int, np.ndarray]],
+    files: Sequence[AddFile],
+) -> DataFrame | None:
+    """Keeps the live rows, each reading its word from one literal array of every file's words.
+
+    The literal holds each file's start, then the words: a file with a vector has a word for
+    each 64 of its ``numRecords`` rows from its start on; a file without one starts so far
+    below zero that its rows find no word and are live. Each row names its file once:
+    Spark's optimiser copies a filter's column expressions into it, so a second use would run
+    the file search twice. Measured
+    on 4M rows in 16 files with 10% deleted: about 1.1x the JVM CPU of reading the same
+    table purged, against 1.7x for the broadcast join, which builds an exchange and a
+    hashed relation on every read.
+
+    Returns:
+        None when a file with a vector has no ``numRecords`` (or fewer rows than its vector
+        names), when the words pass :data:`LITERAL_WORDS_LIMIT`, or when the session cannot
+        build the literal: the caller joins instead.
+    """
+    counts: list[int] = []
+    for index, deleted_rows in deleted:
+        n = num_records(files[index].stats)
+        if n is None or (len(deleted_rows) and int(deleted_rows[-1]) >= n):
+            return None
+        counts.append((n + _WORD_MASK) >> _WORD_BITS)
+    if sum(counts) > LITERAL_WORDS_LIMIT:
+        return None
+    # One array, one literal: each file's start first, then the words.
+    table = np.zeros(len(files) + sum(counts), np.int64)
+    table[: len(files)] = _NO_WORDS
+    at = len(files)
+    for (index, deleted_rows), count in zip(deleted, counts, strict=True):
+        file_words = word_arrays(deleted_rows)
+        table[at : at + len(file_words)] = file_words
+        table[index] = at
+        at += count
+    literal = long_array(rows.sparkSession, table)
+    if literal is None:
+        return None
+    word = F.get(literal, file_index.cast("int")) + F.shiftright(row_index, _WORD_BITS)
+    # Below zero for a file without a vector: no word, a live row.
+    found = F.get(literal, word.cast("int"))
+    bit = F.getbit(found, row_index.bitwiseAND(_WORD_MASK).cast("int"))
+    return rows.filter(F.coalesce(bit, F.lit(0)) == 0)
 
 
 def _join_arrays(

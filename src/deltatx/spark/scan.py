@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from deltatx.errors import InvalidArgumentError
+from deltatx.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import ColumnMappingMode, physical_columns, physical_schema
 from deltatx.kernel.schema import StructType
@@ -56,6 +56,10 @@ _FILE_KEY = "__deltatx_file_key"
 _FILE_INDEX = FILE_INDEX_COLUMN
 _ROW_INDEX = ROW_INDEX_COLUMN
 _FILE_SIZE = "__deltatx_file_size"
+# Spark's Parquet reader fills a read-schema column of this name with each row's position in
+# its file (ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME), even when a file stores a
+# column of that name, so a table column of that name cannot be read through Spark.
+_READER_ROW_INDEX = "_tmp_metadata_row_index"
 _SEARCH_POSITION = "__deltatx_search_position"
 _LONG_MAX = 2**63 - 1
 _TIED_INDEX = "__deltatx_tied_index"
@@ -171,15 +175,28 @@ def files_to_dataframe(
             raise InvalidArgumentError(f"File '{path}' is listed twice in one scan.")
         seen.add(key)
 
+    reserved = [f.name for f in data_schema.fields if f.name.lower() == _READER_ROW_INDEX]
+    if reserved:
+        raise UnsupportedFeatureError(
+            f"Column '{reserved[0]}' of table {table_path} cannot be read through Spark: its "
+            "Parquet reader fills a column of this name with row positions instead of the "
+            "stored values. Enable column mapping ('delta.columnMapping.mode' = 'name') and "
+            "rename the column.",
+            feature="columnName",
+        )
+    needs_row_index = row_filter is not None or with_address
+    read_schema = to_spark_schema(data_schema)
+    if needs_row_index:
+        row_index_field = T.StructField(_READER_ROW_INDEX, T.LongType())
+        read_schema = T.StructType([*read_schema.fields, row_index_field])
     with listed_on_driver(spark, len(spark_paths)):
         rows = (
-            spark.read.schema(to_spark_schema(data_schema))
+            spark.read.schema(read_schema)
             # Reading a file list needs no directory walk; this also turns off partition
             # discovery, so partition columns never come from directory names.
             .option("recursiveFileLookup", "true")
             .parquet(*[_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths])
         )
-    needs_row_index = row_filter is not None or with_address
     if not columns and not needs_row_index:
         return rows.select(*[quote_column(f.name) for f in schema.fields])
     if not needs_row_index:
@@ -188,7 +205,7 @@ def files_to_dataframe(
             return _union_of_partitions(spark, schema, data_schema, columns, by_partition)
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
-    row_index = [F.col("_metadata.row_index").alias(_ROW_INDEX)] if needs_row_index else []
+    row_index = [_row_index().alias(_ROW_INDEX)] if needs_row_index else []
     searched = _with_file_index(rows, files, keys, file_key, row_index)
     if searched is not None:
         rows = searched
@@ -206,11 +223,20 @@ def files_to_dataframe(
         rows = rows.select("*", file_key.alias(_FILE_KEY), *row_index)
         rows = rows.join(F.broadcast(lookup), on=_FILE_KEY, how="left")
     # A file the log lookup does not know would otherwise read with NULL partition values;
-    # fail loudly instead, on the executor, at no extra cost.
+    # fail loudly instead, on the executor, at no extra cost. A search by size names the size:
+    # naming the path would cost every row a copy of it.
     unknown = F.raise_error(
         F.concat(F.lit("deltatx scan: no log entry matches data file "), F.col(_FILE_KEY))
+        if searched is None
+        else F.concat(
+            F.lit("deltatx scan: no log entry matches a data file of "),
+            F.col(_FILE_SIZE).cast("string"),
+            F.lit(" bytes (the table's files changed outside its log)"),
+        )
     )
-    file_index = F.when(F.col(_FILE_INDEX).isNull(), unknown).otherwise(F.col(_FILE_INDEX))
+    # Named once: a filter on the index gets this expression copied into it by the optimiser,
+    # and every mention would run the file search again.
+    file_index = F.coalesce(F.col(_FILE_INDEX), unknown.cast("long"))
     if row_filter is not None:
         rows = row_filter(rows, file_index, F.col(_ROW_INDEX))
 
@@ -228,6 +254,19 @@ def files_to_dataframe(
     if with_address:
         output += [file_index.alias(FILE_INDEX_COLUMN), F.col(_ROW_INDEX).alias(ROW_INDEX_COLUMN)]
     return rows.select(*output)
+
+
+def _row_index() -> Column:
+    """Each row's position in its file, as the Parquet reader counts it.
+
+    ``_metadata.row_index`` is built per row into a metadata struct (boxed, then taken apart),
+    which cost a deletion-vector read more than its filter; the Parquet reader fills a read
+    schema's column of this name with the same positions, batch by batch. A reader that left
+    it unfilled must fail the read, never let every row through as live.
+    """
+    column = F.col(_READER_ROW_INDEX)
+    unfilled = F.raise_error(F.lit("deltatx scan: the Parquet reader gave a row no row index"))
+    return F.when(column.isNull(), unfilled).otherwise(column)
 
 
 def _with_partition_values(
@@ -330,7 +369,7 @@ def _with_file_index(
     file_key: Column,
     row_index: Sequence[Column],
 ) -> DataFrame | None:
-    """``rows`` with :data:`_FILE_KEY`, ``row_index`` and each row's :data:`_FILE_INDEX`.
+    """``rows`` with :data:`_FILE_SIZE`, ``row_index`` and each row's :data:`_FILE_INDEX`.
 
     The index comes from a branch-free binary search of the row's ``_metadata.file_size``
     over the files' sorted sizes in one literal array: one projection per bit, each an array
@@ -351,10 +390,8 @@ def _with_file_index(
     if len(files) > _SEARCH_LIMIT or len(ties) > _TIES_LIMIT:
         return None
     sizes = sorted(groups)
-    located = [
-        F.col("_metadata.file_size").alias(_FILE_SIZE),
-        F.col("_metadata.file_path").alias(_FILE_KEY),
-    ]
+    # Only the size: every metadata field named is boxed into a struct for every row.
+    located = [F.col("_metadata.file_size").alias(_FILE_SIZE)]
     if len(sizes) <= _INLINE_SEARCH_LIMIT and not ties:
         # One projection: each DataFrame step re-analyses the plan on the driver, which cost
         # more than reading a small table's deletion vectors.
