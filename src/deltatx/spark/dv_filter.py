@@ -93,6 +93,7 @@ _DV_KEY = "__deltatx_dv_key"
 _DV_WORD = "__deltatx_dv_word"
 _DV_WORDS = "__deltatx_dv_words"
 _DV_ROW = "__deltatx_dv_row"
+_DV_TABLE = "__deltatx_dv_table"
 # A vector travels as 64-row words: bit r % 64 of word r // 64 says whether row r is deleted.
 # As one row per file holding the array of its words, the broadcast is as many rows as files
 # with a vector, and a row indexes its word in place (measured on 4M rows with 10% deleted:
@@ -182,7 +183,7 @@ def word_arrays(rows: np.ndarray) -> np.ndarray:
 def _broadcast_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
     table_path = log.table_path
 
-    def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
+    def keep_live(rows: DataFrame, file_index: str, row_index: str) -> DataFrame:
         deleted = [
             (index, deleted_row_indexes(table_path, add.deletion_vector, data_file=add.path))
             for index, add in enumerate(files)
@@ -194,15 +195,15 @@ def _broadcast_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
             if kept is not None:
                 return kept
         keep = _join_arrays if dense <= DENSE_WORDS_LIMIT else _join_words
-        return keep(rows, file_index, row_index, deleted)
+        return keep(rows, F.expr(file_index), F.expr(row_index), deleted)
 
     return keep_live
 
 
 def _literal_words(
     rows: DataFrame,
-    file_index: Column,
-    row_index: Column,
+    file_index: str,
+    row_index: str,
     deleted: Sequence[tuple[int, np.ndarray]],
     files: Sequence[AddFile],
 ) -> DataFrame | None:
@@ -242,11 +243,13 @@ def _literal_words(
     literal = long_array(rows.sparkSession, table)
     if literal is None:
         return None
-    word = F.get(literal, file_index.cast("int")) + F.shiftright(row_index, _WORD_BITS)
+    # The filter is SQL (one call to the JVM) over a helper column holding the literal, which
+    # Spark's optimiser folds into the filter.
+    word = f"get({_DV_TABLE}, CAST({file_index} AS INT)) + shiftright({row_index}, {_WORD_BITS})"
     # Below zero for a file without a vector: no word, a live row.
-    found = F.get(literal, word.cast("int"))
-    bit = F.getbit(found, row_index.bitwiseAND(_WORD_MASK).cast("int"))
-    return rows.filter(F.coalesce(bit, F.lit(0)) == 0)
+    found = f"get({_DV_TABLE}, CAST({word} AS INT))"
+    bit = f"getbit({found}, CAST({row_index} & {_WORD_MASK} AS INT))"
+    return rows.select("*", literal.alias(_DV_TABLE)).filter(f"coalesce({bit}, 0) = 0")
 
 
 def _join_arrays(
@@ -315,7 +318,7 @@ def _udf_filter(log: DeltaLog, files: Sequence[AddFile]) -> RowFilter:
 
     udf = F.arrow_udf(is_live, "boolean")  # type: ignore[attr-defined]
 
-    def keep_live(rows: DataFrame, file_index: Column, row_index: Column) -> DataFrame:
-        return rows.filter(udf(file_index, row_index))
+    def keep_live(rows: DataFrame, file_index: str, row_index: str) -> DataFrame:
+        return rows.filter(udf(F.expr(file_index), F.expr(row_index)))
 
     return keep_live

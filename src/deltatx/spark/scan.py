@@ -28,18 +28,20 @@ from deltatx.kernel.column_mapping import ColumnMappingMode, physical_columns, p
 from deltatx.kernel.schema import StructType
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches, spark_uri
+from deltatx.spark.jvm_steps import read_parquet, select_exprs
 from deltatx.spark.schema import quote_column, rename_columns, to_spark_schema
 from deltatx.spark.write import resolve_partition_columns, uri_path_key
 from deltatx.storage.location import Location
 
-RowFilter = Callable[[DataFrame, Column, Column], DataFrame]
+RowFilter = Callable[[DataFrame, str, str], DataFrame]
 """Filters scanned rows by where they come from: ``(rows, file_index, row_index) -> kept rows``.
 
-``file_index`` is the position of the row's file in the ``files`` given to
-:func:`files_to_dataframe`, and ``row_index`` the row's position within that file (Spark's
-``_metadata.row_index``, counting every physical row). This is the hook deletion vectors use:
-drop the rows whose index is in the file's vector. The kept rows may carry helper columns of
-the filter's own (named ``__deltatx_...``): the scan's final projection leaves them out, which
+``file_index`` and ``row_index`` are SQL expressions over ``rows`` (one DataFrame step in
+SQL is one call to the JVM, where a column built in Python is several): the position of the
+row's file in the ``files`` given to :func:`files_to_dataframe`, and the row's position
+within that file (counting every physical row). This is the hook deletion vectors use: drop
+the rows whose index is in the file's vector. The kept rows may carry helper columns of the
+filter's own (named ``__deltatx_...``): the scan's final projection leaves them out, which
 spares the driver one more analysis of the plan.
 """
 
@@ -60,6 +62,16 @@ _FILE_SIZE = "__deltatx_file_size"
 # its file (ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME), even when a file stores a
 # column of that name, so a table column of that name cannot be read through Spark.
 _READER_ROW_INDEX = "_tmp_metadata_row_index"
+# Each row's position in its file, as the Parquet reader counts it. ``_metadata.row_index`` is
+# built per row into a metadata struct (boxed, then taken apart), which cost a deletion-vector
+# read more than its filter; the reader fills the column above with the same positions, batch
+# by batch. A reader that left it unfilled must fail the read, never let every row through as
+# live.
+_ROW_INDEX_SQL = (
+    f"CASE WHEN {_READER_ROW_INDEX} IS NULL THEN "
+    "raise_error('deltatx scan: the Parquet reader gave a row no row index') "
+    f"ELSE {_READER_ROW_INDEX} END"
+)
 _SEARCH_POSITION = "__deltatx_search_position"
 _LONG_MAX = 2**63 - 1
 _TIED_INDEX = "__deltatx_tied_index"
@@ -190,13 +202,10 @@ def files_to_dataframe(
         row_index_field = T.StructField(_READER_ROW_INDEX, T.LongType())
         read_schema = T.StructType([*read_schema.fields, row_index_field])
     with listed_on_driver(spark, len(spark_paths)):
-        rows = (
-            spark.read.schema(read_schema)
-            # Reading a file list needs no directory walk; this also turns off partition
-            # discovery, so partition columns never come from directory names.
-            .option("recursiveFileLookup", "true")
-            .parquet(*[_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths])
-        )
+        # Reading a file list needs no directory walk; this also turns off partition
+        # discovery, so partition columns never come from directory names.
+        reader = spark.read.schema(read_schema).option("recursiveFileLookup", "true")
+        rows = read_parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths])
     if not columns and not needs_row_index:
         return rows.select(*[quote_column(f.name) for f in schema.fields])
     if not needs_row_index:
@@ -205,12 +214,18 @@ def files_to_dataframe(
             return _union_of_partitions(spark, schema, data_schema, columns, by_partition)
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
-    row_index = [_row_index().alias(_ROW_INDEX)] if needs_row_index else []
-    searched = _with_file_index(rows, files, keys, file_key, row_index)
+    row_index = _ROW_INDEX_SQL if needs_row_index else None
+    searched = _with_file_index(spark, rows, files, keys, file_key, row_index)
     if searched is not None:
         rows = searched
         if columns:
             rows = rows.select("*", *_partition_columns(files, columns, F.col(_FILE_INDEX)))
+        # A search by size names the size: naming the path would cost every row a copy of it.
+        unknown = (
+            "raise_error(concat('deltatx scan: no log entry matches a data file of ', "
+            f"CAST({_FILE_SIZE} AS STRING), ' bytes (the files of the table changed outside "
+            "its log)'))"
+        )
     else:
         lookup = _lookup_table(spark, files, keys, columns)
         expected = [_reported_path(k) for k in keys]
@@ -220,53 +235,37 @@ def files_to_dataframe(
             lookup = lookup.union(_lookup_table(spark, files, expected, columns))
             spelt = F.col("_metadata.file_path")
             file_key = F.when(spelt.isin(expected), spelt).otherwise(file_key)
-        rows = rows.select("*", file_key.alias(_FILE_KEY), *row_index)
+        located = [file_key.alias(_FILE_KEY)]
+        if row_index is not None:
+            located.append(F.expr(row_index).alias(_ROW_INDEX))
+        rows = rows.select("*", *located)
         rows = rows.join(F.broadcast(lookup), on=_FILE_KEY, how="left")
-    # A file the log lookup does not know would otherwise read with NULL partition values;
-    # fail loudly instead, on the executor, at no extra cost. A search by size names the size:
-    # naming the path would cost every row a copy of it.
-    unknown = F.raise_error(
-        F.concat(F.lit("deltatx scan: no log entry matches data file "), F.col(_FILE_KEY))
-        if searched is None
-        else F.concat(
-            F.lit("deltatx scan: no log entry matches a data file of "),
-            F.col(_FILE_SIZE).cast("string"),
-            F.lit(" bytes (the table's files changed outside its log)"),
+        unknown = (
+            f"raise_error(concat('deltatx scan: no log entry matches data file ', {_FILE_KEY}))"
         )
-    )
-    # Named once: a filter on the index gets this expression copied into it by the optimiser,
-    # and every mention would run the file search again.
-    file_index = F.coalesce(F.col(_FILE_INDEX), unknown.cast("long"))
+    # A file the log lookup does not know would otherwise read with NULL partition values;
+    # fail loudly instead, on the executor, at no extra cost. The index is named once: a
+    # filter on it gets this expression copied into it by the optimiser, and every mention
+    # would run the file search again.
+    file_index = f"coalesce({_FILE_INDEX}, CAST({unknown} AS BIGINT))"
     if row_filter is not None:
-        rows = row_filter(rows, file_index, F.col(_ROW_INDEX))
+        rows = row_filter(rows, file_index, _ROW_INDEX)
 
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
-    output: list[Column] = []
+    output: list[str] = []
     for field in schema.fields:
+        name = quote_column(field.name)
         if field.name in partition_set:
-            value = F.col(_partition_alias(columns.index(field.name)))
-            typed = F.when(F.col(_FILE_INDEX).isNull(), unknown).otherwise(
-                value.cast(spark_types[field.name])
+            value = f"CAST({_partition_alias(columns.index(field.name))} AS "
+            value += f"{spark_types[field.name].simpleString()})"
+            output.append(
+                f"CASE WHEN {_FILE_INDEX} IS NULL THEN {unknown} ELSE {value} END AS {name}"
             )
-            output.append(typed.alias(field.name))
         else:
-            output.append(F.col(quote_column(field.name)))
+            output.append(name)
     if with_address:
-        output += [file_index.alias(FILE_INDEX_COLUMN), F.col(_ROW_INDEX).alias(ROW_INDEX_COLUMN)]
-    return rows.select(*output)
-
-
-def _row_index() -> Column:
-    """Each row's position in its file, as the Parquet reader counts it.
-
-    ``_metadata.row_index`` is built per row into a metadata struct (boxed, then taken apart),
-    which cost a deletion-vector read more than its filter; the Parquet reader fills a read
-    schema's column of this name with the same positions, batch by batch. A reader that left
-    it unfilled must fail the read, never let every row through as live.
-    """
-    column = F.col(_READER_ROW_INDEX)
-    unfilled = F.raise_error(F.lit("deltatx scan: the Parquet reader gave a row no row index"))
-    return F.when(column.isNull(), unfilled).otherwise(column)
+        output += [f"{file_index} AS {FILE_INDEX_COLUMN}", f"{_ROW_INDEX} AS {ROW_INDEX_COLUMN}"]
+    return select_exprs(spark, rows, output)
 
 
 def _with_partition_values(
@@ -282,7 +281,7 @@ def _with_partition_values(
     file_index = F.col(arrow_files.FILE_INDEX)
     row_index = F.col(arrow_files.ROW_INDEX)
     if row_filter is not None:
-        rows = row_filter(rows, file_index, row_index)
+        rows = row_filter(rows, arrow_files.FILE_INDEX, arrow_files.ROW_INDEX)
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
     values = dict(zip(columns, _partition_columns(files, columns, file_index), strict=True))
     output: list[Column] = []
@@ -363,13 +362,16 @@ def _partition_values(add: AddFile, columns: Sequence[str]) -> list[str | None]:
 
 
 def _with_file_index(
+    spark: SparkSession,
     rows: DataFrame,
     files: Sequence[AddFile],
     keys: Sequence[str],
     file_key: Column,
-    row_index: Sequence[Column],
+    row_index: str | None,
 ) -> DataFrame | None:
-    """``rows`` with :data:`_FILE_SIZE`, ``row_index`` and each row's :data:`_FILE_INDEX`.
+    """``rows`` with :data:`_FILE_SIZE`, each row's :data:`_FILE_INDEX`, and ``row_index``.
+
+    ``row_index``, SQL for each row's position in its file, becomes :data:`_ROW_INDEX`.
 
     The index comes from a branch-free binary search of the row's ``_metadata.file_size``
     over the files' sorted sizes in one literal array: one projection per bit, each an array
@@ -391,15 +393,17 @@ def _with_file_index(
         return None
     sizes = sorted(groups)
     # Only the size: every metadata field named is boxed into a struct for every row.
-    located = [F.col("_metadata.file_size").alias(_FILE_SIZE)]
+    located = [f"`_metadata`.`file_size` AS {_FILE_SIZE}"]
+    if row_index is not None:
+        located.append(f"{row_index} AS {_ROW_INDEX}")
     if len(sizes) <= _INLINE_SEARCH_LIMIT and not ties:
         # One projection: each DataFrame step re-analyses the plan on the driver, which cost
         # more than reading a small table's deletion vectors.
-        search = F.expr(_inline_search(sizes, groups, size="`_metadata`.`file_size`"))
-        return rows.select("*", *located, *row_index, search.alias(_FILE_INDEX))
+        search = _inline_search(sizes, groups, size="`_metadata`.`file_size`")
+        return select_exprs(spark, rows, ["*", *located, f"{search} AS {_FILE_INDEX}"])
+    out = select_exprs(spark, rows, ["*", *located])
     if ties:
-        located.append(_index_by_path(ties, keys, file_key).alias(_TIED_INDEX))
-    out = rows.select("*", *located, *row_index)
+        out = out.withColumn(_TIED_INDEX, _index_by_path(ties, keys, file_key))
     if len(sizes) <= _INLINE_SEARCH_LIMIT:
         return out.withColumn(_FILE_INDEX, F.expr(_inline_search(sizes, groups)))
     bits = len(sizes).bit_length()

@@ -20,15 +20,15 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import ColumnMappingMode
 from deltatx.kernel.schema import StructType
 from deltatx.spark.arrow_files import spark_uri
+from deltatx.spark.jvm_steps import SEPARATOR, read_parquet, select_exprs
 from deltatx.spark.scan import ROW_INDEX_COLUMN, listed_on_driver
 from deltatx.spark.schema import quote_column, to_spark_schema
 from deltatx.spark.write import TableLocation, uri_path_key
@@ -40,9 +40,6 @@ SOURCE_PATH_COLUMN = "__deltatx_source_path"
 # Hadoop expands these in paths given to a reader; a file name holding one must be escaped.
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 _SCHEME_AND_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:(//[^/]*)?")
-# Paths go to the JVM, and Spark's listing comes back, in one string split on this; a path
-# holding it is sent on its own (and the listing then fails to match: no shortcut).
-_SEPARATOR = "\n"
 
 
 def read_in_path_order(
@@ -86,12 +83,12 @@ def read_in_path_order(
     directory = _directory_of_exactly(root, canonical)
     if directory is not None:
         # One listing of the directory, instead of a check and a listing of each file.
-        scan = _parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", spark_uri(root, directory))])
+        scan = read_parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", spark_uri(root, directory))])
         ordered = _in_listed_order(spark, scan, files, keys)
     if ordered is None:
         escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
         with listed_on_driver(spark, len(spark_paths)):
-            scan = _parquet(spark, reader, escaped)
+            scan = read_parquet(spark, reader, escaped)
         ordered = _in_listed_order(spark, scan, files, keys)
     if ordered is None:
         return None
@@ -105,40 +102,6 @@ def read_in_path_order(
         ],
     )
     return rows, ordered
-
-
-def select_exprs(spark: SparkSession, df: DataFrame, exprs: Sequence[str]) -> DataFrame:
-    """``df.selectExpr(*exprs)``, the expressions sent to the JVM in one string.
-
-    Each column built in Python costs the driver several JVM round trips (PySpark looks the
-    active session up for each); a plan of a few columns then waits on the JVM longer than
-    Spark takes to analyse it.
-    """
-    array = _java_strings(spark, exprs)
-    if array is None:
-        return df.selectExpr(*exprs)
-    return DataFrame(df._jdf.selectExpr(array), spark)
-
-
-def sort_within_partitions(spark: SparkSession, df: DataFrame, names: Sequence[str]) -> DataFrame:
-    """``df.sortWithinPartitions(*names)`` (columns by name), sent as :func:`select_exprs` is."""
-    array = _java_strings(spark, names[1:])
-    if array is None:
-        return df.sortWithinPartitions(*names)
-    return DataFrame(df._jdf.sortWithinPartitions(names[0], array), spark)
-
-
-def _java_strings(spark: SparkSession, items: Sequence[str]) -> Any:
-    """``items`` as a Java ``String[]`` made in one call, or None where that cannot be exact.
-
-    Java's split drops trailing empty strings and would cut an item holding the separator:
-    no items, an empty item or the separator in one gives None.
-    """
-    if not items or any(not item or _SEPARATOR in item for item in items):
-        return None
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    return jvm.java.util.regex.Pattern.compile(_SEPARATOR).split(_SEPARATOR.join(items))
 
 
 def _spark_lists(name: str) -> bool:
@@ -167,18 +130,6 @@ def _directory_of_exactly(root: Location, canonical: Sequence[str]) -> str | Non
     return directory if {e.base_name for e in listed} == names else None
 
 
-def _parquet(spark: SparkSession, reader: DataFrameReader, paths: list[str]) -> DataFrame:
-    """``reader.parquet(*paths)``, with the paths sent to the JVM in one string.
-
-    PySpark hands a list to the JVM one element per call (200 files: 200 round trips, a
-    tenth of a second on a busy driver); the JVM splits one string into the array itself.
-    """
-    array = _java_strings(spark, paths)
-    if array is None:
-        return reader.parquet(*paths)
-    return DataFrame(reader._jreader.parquet(array), spark)
-
-
 def _in_listed_order(
     spark: SparkSession, scan: DataFrame, files: Sequence[AddFile], keys: Sequence[str]
 ) -> list[AddFile] | None:
@@ -194,8 +145,8 @@ def _in_listed_order(
     # Joined on the JVM (one call; a Java array in Python is read element by element), by
     # Hadoop's join: Py4J finds no method taking the String[] as an Object[] or a varargs.
     listing = scan._jdf.inputFiles()
-    joined = str(jvm.org.apache.hadoop.util.StringUtils.join(_SEPARATOR, listing))
-    listed = joined.split(_SEPARATOR) if joined else []
+    joined = str(jvm.org.apache.hadoop.util.StringUtils.join(SEPARATOR, listing))
+    listed = joined.split(SEPARATOR) if joined else []
     prefixes: set[str] = set()
     remainders: list[str] = []
     for path in listed:

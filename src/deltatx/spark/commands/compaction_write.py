@@ -42,14 +42,10 @@ from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches
-from deltatx.spark.commands.compaction_read import (
-    SOURCE_PATH_COLUMN,
-    read_in_path_order,
-    select_exprs,
-    sort_within_partitions,
-)
+from deltatx.spark.commands.compaction_read import SOURCE_PATH_COLUMN, read_in_path_order
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
+from deltatx.spark.jvm_steps import select_exprs, sort_within_partitions
 from deltatx.spark.schema import quote_column, rename_columns
 from deltatx.spark.stats import file_stats_json
 from deltatx.spark.write import (
