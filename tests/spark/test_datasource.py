@@ -182,15 +182,30 @@ def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> 
     assert abs(len(plans[50_000]) - len(plans[10])) < 64
 
 
-def test_to_df_drops_deleted_rows_by_the_python_filter_past_the_broadcast_limit(
-    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("patched", "value", "marker"),
+    [
+        # Past the broadcast limit, a vectorised Python filter loads each file's vector.
+        ("BROADCAST_LIMIT", 10, "Python"),
+        # A session that cannot build the literal (no JVM classes for it) joins the words.
+        ("long_array", lambda spark, values: None, "BroadcastExchange"),
+    ],
+    ids=["past-the-broadcast-limit", "no-literal"],
+)
+def test_to_df_drops_deleted_rows_by_the_other_filters(
+    spark: SparkSession,
+    table_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    patched: str,
+    value: object,
+    marker: str,
 ) -> None:
     path = str(table_dir)
     deltatx.write(spark.range(0, 1000, numPartitions=2), path)
     DeltaTable.for_path(spark, path).delete("id % 3 = 0")
-    monkeypatch.setattr(dv_filter, "BROADCAST_LIMIT", 10)
+    monkeypatch.setattr(dv_filter, patched, value)
     frame = DeltaTable.for_path(spark, path).to_df()
-    assert "Python" in frame._jdf.queryExecution().executedPlan().toString()
+    assert marker in frame._jdf.queryExecution().executedPlan().toString()
     assert _rows(frame) == [(i,) for i in range(1000) if i % 3]
 
 
@@ -294,18 +309,6 @@ def test_files_without_a_row_count_take_the_broadcast(spark: SparkSession, tmp_p
     frame = DeltaTable.for_path(spark, str(path)).to_df()
     assert "BroadcastExchange" in frame._jdf.queryExecution().executedPlan().toString()
     assert _rows(frame) == [(i,) for i in range(3000) if i % 3 or i >= 2500]
-
-
-def test_a_session_that_cannot_build_the_literal_joins_instead(
-    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = str(table_dir)
-    deltatx.write(spark.range(0, 500, numPartitions=2), path)
-    DeltaTable.for_path(spark, path).delete("id % 5 = 1")
-    monkeypatch.setattr(dv_filter, "long_array", lambda spark, values: None)
-    frame = DeltaTable.for_path(spark, path).to_df()
-    assert "BroadcastExchange" in frame._jdf.queryExecution().executedPlan().toString()
-    assert _rows(frame) == [(i,) for i in range(500) if i % 5 != 1]
 
 
 def test_files_of_equal_size_are_told_apart_by_path(spark: SparkSession, tmp_path: Path) -> None:
