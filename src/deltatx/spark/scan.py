@@ -18,6 +18,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -29,6 +30,7 @@ from deltatx.kernel.schema import StructType
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches, spark_uri
 from deltatx.spark.jvm_steps import read_parquet, select_exprs
+from deltatx.spark.literals import long_array
 from deltatx.spark.schema import quote_column, rename_columns, to_spark_schema
 from deltatx.spark.write import resolve_partition_columns, uri_path_key
 from deltatx.storage.location import Location
@@ -73,6 +75,8 @@ _ROW_INDEX_SQL = (
     f"ELSE {_READER_ROW_INDEX} END"
 )
 _SEARCH_POSITION = "__deltatx_search_position"
+_SEARCH_SIZES = "__deltatx_search_sizes"
+_SEARCH_INDEXES = "__deltatx_search_indexes"
 _LONG_MAX = 2**63 - 1
 _TIED_INDEX = "__deltatx_tied_index"
 # Scheme and authority of a URI, so that the key is the (encoded) path alone.
@@ -411,20 +415,37 @@ def _with_file_index(
     # (or nothing, when there is none), which no file matches.
     padded = [*sizes, *[_LONG_MAX] * (2**bits - 1 - len(sizes))]
     by_position = [groups[size][0] if len(groups[size]) == 1 else -1 for size in sizes]
-    size_array = F.split(F.lit(",".join(map(str, padded))), ",").cast("array<bigint>")
-    index_array = F.split(F.lit(",".join(map(str, by_position))), ",").cast("array<bigint>")
-    out = out.withColumn(_SEARCH_POSITION, F.lit(0))
-    position = F.col(_SEARCH_POSITION)
+    out = out.select(
+        "*",
+        _long_array_column(spark, padded).alias(_SEARCH_SIZES),
+        _long_array_column(spark, by_position).alias(_SEARCH_INDEXES),
+    )
+    position = "0"
     for bit in reversed(range(bits)):
         step = 1 << bit
         # A projection per step: Spark keeps them apart, where one expression would repeat
         # the previous steps at every level.
-        below = F.get(size_array, position + (step - 1)) < F.col(_FILE_SIZE)
-        out = out.withColumn(_SEARCH_POSITION, position + F.when(below, step).otherwise(0))
-    found = F.get(index_array, position)
-    index = F.when(found >= 0, found).otherwise(F.col(_TIED_INDEX)) if ties else found
-    matched = F.get(size_array, position) == F.col(_FILE_SIZE)
-    return out.withColumn(_FILE_INDEX, F.when(matched, index))
+        below = f"get({_SEARCH_SIZES}, CAST({position} + {step - 1} AS INT)) < {_FILE_SIZE}"
+        name = f"{_SEARCH_POSITION}_{bit}"
+        step_sql = f"{position} + CASE WHEN {below} THEN {step} ELSE 0 END AS {name}"
+        out = select_exprs(spark, out, ["*", step_sql])
+        position = name
+    found = f"get({_SEARCH_INDEXES}, CAST({position} AS INT))"
+    index = f"CASE WHEN {found} >= 0 THEN {found} ELSE {_TIED_INDEX} END" if ties else found
+    matched = f"get({_SEARCH_SIZES}, CAST({position} AS INT)) = {_FILE_SIZE}"
+    return select_exprs(spark, out, ["*", f"CASE WHEN {matched} THEN {index} END AS {_FILE_INDEX}"])
+
+
+def _long_array_column(spark: SparkSession, values: Sequence[int]) -> Column:
+    """A literal ``array<bigint>`` of ``values``.
+
+    One block of bytes where the session can build it (see :mod:`deltatx.spark.literals`),
+    else a folded string split.
+    """
+    block = long_array(spark, np.array(values, dtype=np.int64))
+    if block is not None:
+        return block
+    return F.split(F.lit(",".join(map(str, values))), ",").cast("array<bigint>")
 
 
 def _inline_search(
