@@ -243,6 +243,30 @@ def test_words_drop_deleted_rows_of_files_of_any_size(
     assert _rows(frame.filter("id >= 200000")) == [(i,) for i in range(200_000, 203_000)]
 
 
+def test_a_search_over_many_sizes_keeps_the_words_behind_a_join(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past a few sizes the file index comes out of a chain of projections; a filter Spark
+    # pushed through them would copy the chain at every step, so the words are joined (a
+    # join is not pushed through) and the literal is kept for the one-expression search.
+    monkeypatch.setattr("deltatx.spark.scan._INLINE_SEARCH_LIMIT", 2)
+    path = str(tmp_path / "t")
+    for n in (300, 700, 1100, 1500):
+        deltatx.write(spark.range(0, n, numPartitions=1), path, mode="append")
+    DeltaTable.for_path(spark, path).delete("id % 4 = 1")
+    frame = DeltaTable.for_path(spark, path).to_df()
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "BroadcastExchange" in plan and "__deltatx_dv_words" in plan, plan
+    expected = sorted((i,) for n in (300, 700, 1100, 1500) for i in range(n) if i % 4 != 1)
+    assert _rows(frame) == expected
+    monkeypatch.setattr("deltatx.spark.scan._INLINE_SEARCH_LIMIT", 16)
+    frame = DeltaTable.for_path(spark, path).to_df()
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "UnsafeArrayData" in plan and "BroadcastExchange" not in plan, plan
+    assert "__deltatx_dv_words" not in plan, plan
+    assert _rows(frame) == expected
+
+
 def test_deleted_rows_stay_deleted_when_spark_splits_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:

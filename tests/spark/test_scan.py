@@ -135,7 +135,9 @@ def test_row_filter_sees_file_and_row_indexes(spark: SparkSession, table_dir: Pa
     )
     assert len(adds) == 3
 
-    def drop_even_rows_of_first_file(rows: DataFrame, file_index: str, row_index: str) -> DataFrame:
+    def drop_even_rows_of_first_file(
+        rows: DataFrame, file_index: str, row_index: str, *, index_folds: bool
+    ) -> DataFrame:
         return rows.filter(f"NOT ({file_index} = 0 AND {row_index} % 2 = 0)")
 
     back = files_to_dataframe(

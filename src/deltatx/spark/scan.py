@@ -16,7 +16,8 @@ import functools
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,17 +36,31 @@ from deltatx.spark.schema import quote_column, rename_columns, to_spark_schema
 from deltatx.spark.write import resolve_partition_columns, uri_path_key
 from deltatx.storage.location import Location
 
-RowFilter = Callable[[DataFrame, str, str], DataFrame]
-"""Filters scanned rows by where they come from: ``(rows, file_index, row_index) -> kept rows``.
 
-``file_index`` and ``row_index`` are SQL expressions over ``rows`` (one DataFrame step in
-SQL is one call to the JVM, where a column built in Python is several): the position of the
-row's file in the ``files`` given to :func:`files_to_dataframe`, and the row's position
-within that file (counting every physical row). This is the hook deletion vectors use: drop
-the rows whose index is in the file's vector. The kept rows may carry helper columns of the
-filter's own (named ``__deltatx_...``): the scan's final projection leaves them out, which
-spares the driver one more analysis of the plan.
-"""
+class RowFilter(Protocol):
+    """Filters scanned rows by where they come from: ``(rows, file_index, row_index) -> kept rows``.
+
+    ``file_index`` and ``row_index`` are SQL expressions over ``rows`` (one DataFrame step in
+    SQL is one call to the JVM, where a column built in Python is several): the position of
+    the row's file in the ``files`` given to :func:`files_to_dataframe`, and the row's
+    position within that file (counting every physical row). This is the hook deletion
+    vectors use: drop the rows whose index is in the file's vector. The kept rows may carry
+    helper columns of the filter's own (named ``__deltatx_...``): the scan's final projection
+    leaves them out, which spares the driver one more analysis of the plan.
+
+    ``index_folds`` says whether ``file_index`` is one expression Spark's optimiser can copy
+    into a filter as it is. It is False where the index comes out of a chain of projections
+    (the search over more than a few sizes): pushed through them into a filter, the chain
+    is copied at every step and the expression doubles with each, so a filter on the index
+    is better kept above a join, which Spark does not push it through.
+    """
+
+    def __call__(
+        self, rows: DataFrame, file_index: str, row_index: str, *, index_folds: bool
+    ) -> DataFrame:
+        """The rows of ``rows`` to keep."""
+        ...
+
 
 FILE_INDEX_COLUMN = "__deltatx_file_index"
 """With ``with_address``: the position of the row's file in ``files`` (long)."""
@@ -220,8 +235,9 @@ def files_to_dataframe(
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = _ROW_INDEX_SQL if needs_row_index else None
     searched = _with_file_index(spark, rows, files, keys, file_key, row_index)
+    folds = True
     if searched is not None:
-        rows = searched
+        rows, folds = searched
         if columns:
             rows = rows.select("*", *_partition_columns(files, columns, F.col(_FILE_INDEX)))
         # A search by size names the size: naming the path would cost every row a copy of it.
@@ -253,7 +269,7 @@ def files_to_dataframe(
     # would run the file search again.
     file_index = f"coalesce({_FILE_INDEX}, CAST({unknown} AS BIGINT))"
     if row_filter is not None:
-        rows = row_filter(rows, file_index, _ROW_INDEX)
+        rows = row_filter(rows, file_index, _ROW_INDEX, index_folds=folds)
 
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
     output: list[str] = []
@@ -285,7 +301,7 @@ def _with_partition_values(
     file_index = F.col(arrow_files.FILE_INDEX)
     row_index = F.col(arrow_files.ROW_INDEX)
     if row_filter is not None:
-        rows = row_filter(rows, arrow_files.FILE_INDEX, arrow_files.ROW_INDEX)
+        rows = row_filter(rows, arrow_files.FILE_INDEX, arrow_files.ROW_INDEX, index_folds=True)
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
     values = dict(zip(columns, _partition_columns(files, columns, file_index), strict=True))
     output: list[Column] = []
@@ -372,10 +388,12 @@ def _with_file_index(
     keys: Sequence[str],
     file_key: Column,
     row_index: str | None,
-) -> DataFrame | None:
+) -> tuple[DataFrame, bool] | None:
     """``rows`` with :data:`_FILE_SIZE`, each row's :data:`_FILE_INDEX`, and ``row_index``.
 
-    ``row_index``, SQL for each row's position in its file, becomes :data:`_ROW_INDEX`.
+    ``row_index``, SQL for each row's position in its file, becomes :data:`_ROW_INDEX`. The
+    flag returned says whether the index is one projection's expression (see
+    :class:`RowFilter`'s ``index_folds``).
 
     The index comes from a branch-free binary search of the row's ``_metadata.file_size``
     over the files' sorted sizes in one literal array: one projection per bit, each an array
@@ -404,12 +422,12 @@ def _with_file_index(
         # One projection: each DataFrame step re-analyses the plan on the driver, which cost
         # more than reading a small table's deletion vectors.
         search = _inline_search(sizes, groups, size="`_metadata`.`file_size`")
-        return select_exprs(spark, rows, ["*", *located, f"{search} AS {_FILE_INDEX}"])
+        return select_exprs(spark, rows, ["*", *located, f"{search} AS {_FILE_INDEX}"]), True
     out = select_exprs(spark, rows, ["*", *located])
     if ties:
         out = out.withColumn(_TIED_INDEX, _index_by_path(ties, keys, file_key))
     if len(sizes) <= _INLINE_SEARCH_LIMIT:
-        return out.withColumn(_FILE_INDEX, F.expr(_inline_search(sizes, groups)))
+        return out.withColumn(_FILE_INDEX, F.expr(_inline_search(sizes, groups))), False
     bits = len(sizes).bit_length()
     # Padding above every size keeps the search monotone; a size past them all finds the pad
     # (or nothing, when there is none), which no file matches.
@@ -433,7 +451,8 @@ def _with_file_index(
     found = f"get({_SEARCH_INDEXES}, CAST({position} AS INT))"
     index = f"CASE WHEN {found} >= 0 THEN {found} ELSE {_TIED_INDEX} END" if ties else found
     matched = f"get({_SEARCH_SIZES}, CAST({position} AS INT)) = {_FILE_SIZE}"
-    return select_exprs(spark, out, ["*", f"CASE WHEN {matched} THEN {index} END AS {_FILE_INDEX}"])
+    indexed = f"CASE WHEN {matched} THEN {index} END AS {_FILE_INDEX}"
+    return select_exprs(spark, out, ["*", indexed]), False
 
 
 def _long_array_column(spark: SparkSession, values: Sequence[int]) -> Column:
