@@ -59,6 +59,29 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
+def reader_extension(spark: Any) -> Iterator[Callable[[bool], None]]:
+    """Turns deltatx's reader extension on or off for the test: ``reader_extension(False)``.
+
+    Off, scans apply deletion vectors with Spark SQL expressions, as where the jar is absent.
+    """
+    from deltatx.spark.reader_extension import ENABLED_SETTING
+
+    def use(enabled: bool) -> None:
+        spark.conf.set(ENABLED_SETTING, str(enabled).lower())
+
+    try:
+        yield use
+    finally:
+        spark.conf.unset(ENABLED_SETTING)
+
+
+@pytest.fixture
+def without_reader_extension(reader_extension: Callable[[bool], None]) -> None:
+    """Scans apply deletion vectors with Spark SQL expressions, as where the jar is absent."""
+    reader_extension(False)
+
+
+@pytest.fixture
 def table_dir(tmp_path: Path) -> Path:
     """A table root that does not exist yet (writers create it), unique to the test."""
     return tmp_path / "table"

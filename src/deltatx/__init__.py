@@ -19,6 +19,7 @@ from deltatx.errors import (
     ConcurrentTransactionException,
     ConditionSyntaxError,
     DeltaError,
+    ExtensionBuildError,
     InvalidArgumentError,
     InvalidConditionError,
     InvalidPropertyError,
@@ -46,7 +47,7 @@ from deltatx.version import __version__
 if TYPE_CHECKING:
     from deltatx.delta_sql import sql
     from deltatx.reexecution import Backoff
-    from deltatx.session import configure, spark_session
+    from deltatx.session import configure, spark_jar, spark_session
     from deltatx.tables import DeltaTable, Transaction, write
 
 
@@ -56,6 +57,7 @@ _LAZY = {
     "Transaction": "deltatx.tables",
     "write": "deltatx.tables",
     "spark_session": "deltatx.session",
+    "spark_jar": "deltatx.session",
     "configure": "deltatx.session",
     "sql": "deltatx.delta_sql",
 }
@@ -83,6 +85,7 @@ __all__ = [
     "ConditionSyntaxError",
     "DeltaError",
     "DeltaTable",
+    "ExtensionBuildError",
     "InvalidArgumentError",
     "InvalidConditionError",
     "InvalidPropertyError",
@@ -107,6 +110,7 @@ __all__ = [
     "__version__",
     "configure",
     "enable_progress",
+    "spark_jar",
     "spark_session",
     "sql",
     "write",

@@ -165,6 +165,10 @@ class JavaNotFoundError(DeltaError):
     """No Java runtime was found, so a local Spark session cannot start."""
 
 
+class ExtensionBuildError(DeltaError):
+    """deltatx's Spark reader extension could not be compiled (no Java, no Janino)."""
+
+
 class InvalidConditionError(InvalidArgumentError):
     """A SQL condition or expression could not be parsed or refers to unknown columns."""
 

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from deltatx.catalog import table_path
 from deltatx.spark.datasource import configure as configure_data_source
 from deltatx.spark.datasource.save import set_table_locator, set_table_writer
+from deltatx.spark.reader_extension import extension_jar
 from deltatx.spark.session import spark_session as session_of
 from deltatx.table_creation import save_as_table
 
@@ -61,4 +62,18 @@ def spark_session(
     )
 
 
-__all__ = ["configure", "spark_session"]
+def spark_jar() -> str:
+    """The path of deltatx's Spark reader extension jar, compiled on first use and cached.
+
+    Sessions started by :func:`spark_session` load it already. For a session built
+    elsewhere (a cluster, ``spark-submit``), put this path in ``spark.jars`` before the
+    session starts: reads of tables with deletion vectors then drop deleted rows inside
+    Spark's Parquet reader. Without it they are correct, only slower.
+
+    Raises:
+        ExtensionBuildError: There is no Java runtime, or PySpark ships no Janino compiler.
+    """
+    return str(extension_jar())
+
+
+__all__ = ["configure", "spark_jar", "spark_session"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,11 @@ def _partition_bytes(path: Path) -> int:
     return sum(len(pickle.dumps(p)) for p in _reader(path).partitions())
 
 
-def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("extension", [True, False], ids=["reader-extension", "sql-filter"])
+def test_tasks_carry_no_deleted_row_ids(
+    spark: SparkSession, tmp_path: Path, extension: bool, reader_extension: Callable[[bool], None]
+) -> None:
+    reader_extension(extension)
     sizes = {}
     plans = {}
     for deleted in (10, 50_000):
@@ -175,10 +180,13 @@ def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> 
         assert frame.filter(f"id = {deleted}").count() == 1
     # 50,000 deleted ids would take at least 50 kB; only the descriptor's numbers differ.
     assert abs(sizes[50_000] - sizes[10]) < 32
-    # dt.to_df(): the deleted positions travel once per executor with the stage, as one
-    # literal block of words the plan names but does not print; no Python sees the rows.
+    # dt.to_df(): with the reader extension each task reads its own file's vector; without
+    # it, the deleted positions travel once per executor with the stage, as one literal
+    # block of words the plan names but does not print. No Python sees the rows.
     for plan in plans.values():
-        assert "UnsafeArrayData" in plan and "Python" not in plan, plan
+        assert ("Parquet with deletion vectors" in plan) == extension, plan
+        assert ("UnsafeArrayData" in plan) != extension, plan
+        assert "Python" not in plan, plan
     assert abs(len(plans[50_000]) - len(plans[10])) < 64
 
 
@@ -192,6 +200,7 @@ def test_tasks_carry_no_deleted_row_ids(spark: SparkSession, tmp_path: Path) -> 
     ],
     ids=["past-the-broadcast-limit", "no-literal"],
 )
+@pytest.mark.usefixtures("without_reader_extension")
 def test_to_df_drops_deleted_rows_by_the_other_filters(
     spark: SparkSession,
     table_dir: Path,
@@ -209,16 +218,22 @@ def test_to_df_drops_deleted_rows_by_the_other_filters(
     assert _rows(frame) == [(i,) for i in range(1000) if i % 3]
 
 
-@pytest.mark.parametrize("words", ["literal", "dense", "sparse"])
+@pytest.mark.parametrize("words", ["reader-extension", "literal", "dense", "sparse"])
 def test_words_drop_deleted_rows_of_files_of_any_size(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, words: str
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    words: str,
+    reader_extension: Callable[[bool], None],
 ) -> None:
     # Files of very different sizes, a vector that ends long before its file does (rows past
     # the last word must not reach the next file's words), and a file with no vector, read
     # through both doors and each way the words travel: one literal array in the stage's
     # code, every word in one broadcast array per file, and only the words that delete
-    # something joined by key (what a table too large for the array takes).
-    if words != "literal":
+    # something joined by key (what a table too large for the array takes); or none of
+    # these, the reader extension loading each file's vector in its task.
+    reader_extension(words == "reader-extension")
+    if words not in ("literal", "reader-extension"):
         monkeypatch.setattr(dv_filter, "LITERAL_WORDS_LIMIT", 0)
     if words == "sparse":
         monkeypatch.setattr(dv_filter, "DENSE_WORDS_LIMIT", 0)
@@ -236,13 +251,15 @@ def test_words_drop_deleted_rows_of_files_of_any_size(
     frame = DeltaTable.for_path(spark, path).to_df()
     plan = frame._jdf.queryExecution().executedPlan().toString()
     assert "Python" not in plan, plan
-    assert ("BroadcastExchange" in plan) == (words != "literal"), plan
+    assert ("Parquet with deletion vectors" in plan) == (words == "reader-extension"), plan
+    assert ("BroadcastExchange" in plan) == (words in ("dense", "sparse")), plan
     assert ("__deltatx_dv_words" in plan) == (words == "dense"), plan
     assert _rows(frame) == expected
     assert _rows(spark.read.format("delta").load(path)) == expected
     assert _rows(frame.filter("id >= 200000")) == [(i,) for i in range(200_000, 203_000)]
 
 
+@pytest.mark.usefixtures("without_reader_extension")
 def test_a_search_over_many_sizes_keeps_the_words_behind_a_join(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,12 +284,16 @@ def test_a_search_over_many_sizes_keeps_the_words_behind_a_join(
     assert _rows(frame) == expected
 
 
+@pytest.mark.parametrize("extension", [True, False], ids=["reader-extension", "sql-filter"])
 def test_deleted_rows_stay_deleted_when_spark_splits_files(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, extension: bool, reader_extension: Callable[[bool], None]
 ) -> None:
     # Each row's index comes from the Parquet reader, which counts from the file's start even
     # when a task reads only a later part of it: a split must not shift which rows are gone.
+    # The reader extension counts rows itself, so it reads a file with a vector whole.
     import pyarrow.parquet as pq
+
+    reader_extension(extension)
 
     path = str(tmp_path / "t")
     frame = spark.range(0, 200_000, numPartitions=1).selectExpr("id", "uuid() AS pad")
@@ -289,7 +310,7 @@ def test_deleted_rows_stay_deleted_when_spark_splits_files(
     spark.conf.set("spark.sql.files.maxPartitionBytes", "262144")
     try:
         table = DeltaTable.for_path(spark, path).to_df()
-        assert table.rdd.getNumPartitions() > 1
+        assert (table.rdd.getNumPartitions() == 1) == extension
         expected = [(i,) for i in range(200_000) if i % 7]
         assert _rows(table.select("id")) == expected
         assert _rows(spark.read.format("delta").load(path).select("id")) == expected
@@ -316,6 +337,7 @@ def test_a_column_named_like_the_readers_row_index_is_refused_by_name(
             read()
 
 
+@pytest.mark.usefixtures("without_reader_extension")
 def test_files_without_a_row_count_take_the_broadcast(spark: SparkSession, tmp_path: Path) -> None:
     # The literal words cover each file to its last row, which the statistics' numRecords
     # give; an engine may write no statistics, and then the words are joined by file.
@@ -351,11 +373,25 @@ def test_files_of_equal_size_are_told_apart_by_path(spark: SparkSession, tmp_pat
     assert _rows(spark.read.format("delta").load(path)) == expected
 
 
+@pytest.mark.parametrize(
+    ("extension", "message"),
+    [
+        (True, r"read 1000 rows of data file \S+ where the log records 500"),
+        (False, r"no log entry matches (a )?data file"),
+    ],
+    ids=["reader-extension", "sql-filter"],
+)
 def test_a_data_file_whose_size_is_not_the_logs_fails_the_read(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession,
+    tmp_path: Path,
+    extension: bool,
+    message: str,
+    reader_extension: Callable[[bool], None],
 ) -> None:
-    # Rows find their file (and so their deletion vector) by its size: a file that does not
-    # match the log must fail the read rather than keep rows the vector deletes.
+    # Rows find their file (and so their deletion vector) by its size, or are counted against
+    # the log's numRecords: a file that does not match the log must fail the read rather
+    # than keep rows the vector deletes.
+    reader_extension(extension)
     path = tmp_path / "t"
     deltatx.write(spark.range(0, 1000, numPartitions=2), str(path))
     DeltaTable.for_path(spark, str(path)).delete("id % 2 = 0")
@@ -364,7 +400,7 @@ def test_a_data_file_whose_size_is_not_the_logs_fails_the_read(
 
     bigger = pq.read_table(data[0])
     pq.write_table(pa.concat_tables([bigger, bigger]), data[0])
-    with pytest.raises(Exception, match=r"no log entry matches (a )?data file"):
+    with pytest.raises(Exception, match=message):
         DeltaTable.for_path(spark, str(path)).to_df().collect()
 
 

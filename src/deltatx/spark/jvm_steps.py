@@ -29,6 +29,14 @@ def read_parquet(spark: SparkSession, reader: DataFrameReader, paths: list[str])
     return DataFrame(reader._jreader.parquet(array), spark)
 
 
+def load_paths(spark: SparkSession, reader: DataFrameReader, paths: list[str]) -> DataFrame:
+    """``reader.load(*paths)`` (a reader of any format), the paths sent as :func:`read_parquet`."""
+    array = java_strings(spark, paths)
+    if array is None:
+        return reader.load(paths)
+    return DataFrame(reader._jreader.load(array), spark)
+
+
 def select_exprs(spark: SparkSession, df: DataFrame, exprs: Sequence[str]) -> DataFrame:
     """``df.selectExpr(*exprs)``, the expressions sent to the JVM in one string.
 

@@ -7,6 +7,9 @@ its file's index by a binary search of the size Spark reports (``_metadata.file_
 the log's sizes, and its partition values in literal arrays, cast to the schema's types; past
 a few thousand files, a small broadcast table keyed by the path Spark reports takes over. One
 scan scales to many thousands of files and partitions, where a union per partition would not.
+Rows deleted by deletion vectors are dropped inside the reader where the session has
+deltatx's reader extension (:mod:`deltatx.spark.reader_extension`), else by the caller's
+:class:`RowFilter`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import functools
 import json
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -30,8 +33,15 @@ from deltatx.kernel.column_mapping import ColumnMappingMode, physical_columns, p
 from deltatx.kernel.schema import StructType
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches, spark_uri
-from deltatx.spark.jvm_steps import read_parquet, select_exprs
+from deltatx.spark.jvm_steps import load_paths, read_parquet, select_exprs
 from deltatx.spark.literals import long_array
+from deltatx.spark.reader_extension import (
+    DELETED_COLUMN,
+    FORMAT_CLASS,
+    VECTORS_OPTION,
+    reader_available,
+    vector_lines,
+)
 from deltatx.spark.schema import quote_column, rename_columns, to_spark_schema
 from deltatx.spark.write import resolve_partition_columns, uri_path_key
 from deltatx.storage.location import Location
@@ -135,6 +145,7 @@ def files_to_dataframe(
     row_filter: RowFilter | None = None,
     with_address: bool = False,
     column_mapping: ColumnMappingMode | str = ColumnMappingMode.NONE,
+    vectors_in_reader: bool = False,
 ) -> DataFrame:
     """The rows of exactly ``files``, as a DataFrame with the columns of ``schema``.
 
@@ -152,6 +163,10 @@ def files_to_dataframe(
         column_mapping: The table's column mapping mode; with one, files are read by the
             physical names ``schema`` declares (by Parquet field id in id mode) and the output
             has the logical names.
+        vectors_in_reader: Whether ``row_filter`` drops exactly the rows the files' deletion
+            vectors delete. Where the session has deltatx's reader extension (see
+            :mod:`deltatx.spark.reader_extension`) and no address is asked for, the reader
+            then drops them itself and ``row_filter`` is not used.
 
     Returns:
         A lazy DataFrame; with no files, an empty one with the schema.
@@ -173,6 +188,7 @@ def files_to_dataframe(
             partition_columns=physical_columns(schema, partition_columns),
             row_filter=row_filter,
             with_address=with_address,
+            vectors_in_reader=vectors_in_reader,
         )
         return rename_columns(rows, physical, schema)
     columns = resolve_partition_columns(schema, partition_columns)
@@ -215,22 +231,42 @@ def files_to_dataframe(
             "rename the column.",
             feature="columnName",
         )
+    vectors = None
+    if (
+        vectors_in_reader
+        and row_filter is not None
+        and not with_address
+        and DELETED_COLUMN not in {f.name.lower() for f in data_schema.fields}
+        and reader_available(spark)
+    ):
+        vectors = vector_lines(location, files, spark_paths)
+        row_filter = None
     needs_row_index = row_filter is not None or with_address
     read_schema = to_spark_schema(data_schema)
     if needs_row_index:
         row_index_field = T.StructField(_READER_ROW_INDEX, T.LongType())
         read_schema = T.StructType([*read_schema.fields, row_index_field])
-    with listed_on_driver(spark, len(spark_paths)):
-        # Reading a file list needs no directory walk; this also turns off partition
-        # discovery, so partition columns never come from directory names.
-        reader = spark.read.schema(read_schema).option("recursiveFileLookup", "true")
-        rows = read_parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths])
+
+    def scan(paths: list[str], schema: T.StructType) -> DataFrame:
+        with listed_on_driver(spark, len(paths)):
+            # Reading a file list needs no directory walk; this also turns off partition
+            # discovery, so partition columns never come from directory names.
+            reader = spark.read.option("recursiveFileLookup", "true")
+            escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in paths]
+            if vectors is None:
+                return read_parquet(spark, reader.schema(schema), escaped)
+            flagged = T.StructType([*schema.fields, T.StructField(DELETED_COLUMN, T.BooleanType())])
+            named = "\n".join(vectors[p] for p in paths)
+            reader = reader.format(FORMAT_CLASS).schema(flagged).option(VECTORS_OPTION, named)
+            return load_paths(spark, reader, escaped).where(f"NOT {DELETED_COLUMN}")
+
+    rows = scan(spark_paths, read_schema)
     if not columns and not needs_row_index:
         return rows.select(*[quote_column(f.name) for f in schema.fields])
     if not needs_row_index:
         by_partition = _group_by_partition(files, spark_paths, columns)
         if len(by_partition) <= _UNION_LIMIT:
-            return _union_of_partitions(spark, schema, data_schema, columns, by_partition)
+            return _union_of_partitions(scan, schema, data_schema, columns, by_partition)
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = _ROW_INDEX_SQL if needs_row_index else None
@@ -331,20 +367,17 @@ def _group_by_partition(
 
 
 def _union_of_partitions(
-    spark: SparkSession,
+    scan: Callable[[list[str], T.StructType], DataFrame],
     schema: StructType,
     data_schema: StructType,
     columns: Sequence[str],
     groups: dict[tuple[str | None, ...], list[str]],
 ) -> DataFrame:
     spark_types = {f.name: f.dataType for f in to_spark_schema(schema).fields}
-    reader = spark.read.schema(to_spark_schema(data_schema)).option("recursiveFileLookup", "true")
     parts: list[DataFrame] = []
     for values, paths in groups.items():
-        with listed_on_driver(spark, len(paths)):
-            scan = reader.parquet(*[_GLOB_CHARS.sub(r"\\\1", p) for p in paths])
         parts.append(
-            scan.select(
+            scan(paths, to_spark_schema(data_schema)).select(
                 *[
                     F.lit(values[columns.index(f.name)]).cast(spark_types[f.name]).alias(f.name)
                     if f.name in columns

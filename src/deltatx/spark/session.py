@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from deltatx.errors import JavaNotFoundError
 from deltatx.java_check import JAVA_REQUIRED_MESSAGE, find_java
 from deltatx.progress import progress_enabled
+from deltatx.spark.reader_extension import session_jars
 
 # Settings for the embedded session. Two cores and a few GB are what a laptop or CI runner
 # spares; four shuffle partitions keep small test jobs from spawning 200 tiny tasks. UTC and
@@ -224,6 +225,9 @@ def spark_session(
     settled = session_configuration(
         master=master, driver_memory=driver_memory, config=config, ui=ui
     )
+    jars = session_jars(settled.get("spark.jars"))
+    if jars:
+        settled["spark.jars"] = jars
     builder = SparkSession.builder.appName(app_name)
     for key, value in settled.items():
         builder = builder.config(key, value)

@@ -342,6 +342,7 @@ def read_files(
         partition_columns=txn.partition_columns,
         row_filter=row_filter,
         column_mapping=txn.configuration.column_mapping_mode,
+        vectors_in_reader=True,
     )
 
 
