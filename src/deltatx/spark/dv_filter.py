@@ -7,7 +7,9 @@ it meets the file and keeps it for the next batches and tasks it runs.
 
 Two users: the data source's Python reader masks the Arrow batches it reads, and
 :func:`live_rows_filter` gives Spark's native Parquet scan (``DeltaTable.to_df``,
-``spark.read.format("delta").load``) a filter with no Python on the rows' path: each row
+``spark.read.format("delta").load``) a filter with no Python on the rows' path, where
+deltatx's reader extension is not loaded (:mod:`deltatx.spark.reader_extension`, which drops
+the rows inside the reader) and for reads that need each row's address (DML): each row
 finds, by its file and its 64-row word, that word's deleted-row bits. Up to
 :data:`LITERAL_WORDS_LIMIT` words they are one literal array in the stage's code, which Spark
 ships once per executor with the stage (the tasks themselves carry only a reference to it);
