@@ -277,6 +277,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
     private final Broadcast conf;
     private final int position;
     private final boolean offHeap;
+    private transient HashMap streams;
 
     Reader(
         scala.Function1 filtered,
@@ -291,6 +292,46 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
       this.conf = conf;
       this.position = position;
       this.offHeap = offHeap;
+    }
+
+    /**
+     * The open vector file at {@code uri}, its version checked. One delete writes the vectors
+     * of all its files into one file, so a task keeps each file it opens until it ends.
+     */
+    private FSDataInputStream stream(String uri) throws IOException {
+      if (streams == null) {
+        streams = new HashMap();
+        final HashMap opened = streams;
+        TaskContext task = TaskContext.get();
+        if (task != null) {
+          task.addTaskCompletionListener(
+              new TaskCompletionListener() {
+                public void onTaskCompletion(TaskContext context) {
+                  java.util.Iterator each = opened.values().iterator();
+                  while (each.hasNext()) {
+                    try {
+                      ((FSDataInputStream) each.next()).close();
+                    } catch (IOException e) {
+                      // Read-only streams: nothing is lost when one fails to close.
+                    }
+                  }
+                }
+              });
+        }
+      }
+      FSDataInputStream in = (FSDataInputStream) streams.get(uri);
+      if (in == null) {
+        Path path = new Path(uri);
+        FileSystem fs = path.getFileSystem(((SerializableConfiguration) conf.value()).value());
+        in = fs.open(path);
+        streams.put(uri, in);
+        byte[] version = new byte[1];
+        in.readFully(0, version);
+        if (version[0] != 1) {
+          throw new IOException("unknown deletion vector file version " + version[0]);
+        }
+      }
+      return in;
     }
 
     public Object apply(Object argument) {
@@ -343,20 +384,8 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
     }
 
     private byte[] read(String uri, long offset, int size) throws IOException {
-      Path path = new Path(uri);
-      FileSystem fs = path.getFileSystem(((SerializableConfiguration) conf.value()).value());
-      byte[] version = new byte[1];
       byte[] framed = new byte[size + 8];
-      FSDataInputStream in = fs.open(path);
-      try {
-        in.readFully(0, version);
-        in.readFully(offset, framed);
-      } finally {
-        in.close();
-      }
-      if (version[0] != 1) {
-        throw new IOException("unknown deletion vector file version " + version[0]);
-      }
+      stream(uri).readFully(offset, framed);
       ByteBuffer frame = ByteBuffer.wrap(framed).order(ByteOrder.BIG_ENDIAN);
       int stored = frame.getInt(0);
       if (stored != size) {
