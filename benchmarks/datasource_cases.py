@@ -59,6 +59,26 @@ def _frame(spark: SparkSession, rows: int, files: int) -> DataFrame:
     )
 
 
+def dv_and_purged(
+    spark: SparkSession, workdir: str, rows: int, files: int, *, name: str
+) -> tuple[str, str]:
+    """``(table, purged copy)``: :func:`_frame` in ``files`` files, deletion vectors over 10%.
+
+    Both under ``workdir``, as ``name`` and ``name-purged``: the deletion-vector read cases
+    compare the two.
+    """
+    import deltatx
+    from deltatx import DeltaTable
+
+    dv = _fresh(os.path.join(workdir, name))
+    deltatx.write(_frame(spark, rows, files), dv)
+    DeltaTable.for_path(spark, dv).delete("id % 10 = 0")
+    purged = os.path.join(workdir, f"{name}-purged")
+    _copy(dv, purged)
+    DeltaTable.for_path(spark, purged).reorg_purge()
+    return dv, purged
+
+
 def _agg(df: DataFrame) -> None:
     df.agg(F.sum("v"), F.count("*")).collect()
 
@@ -153,12 +173,7 @@ def run_all(
     )
 
     # Deletion vectors over 10% of the rows vs the same table purged.
-    dv = _fresh(os.path.join(workdir, "ds-dv"))
-    deltatx.write(_frame(spark, sizes.dv_rows, sizes.dv_files), dv)
-    DeltaTable.for_path(spark, dv).delete("id % 10 = 0")
-    purged = os.path.join(workdir, "ds-dv-purged")
-    _copy(dv, purged)
-    DeltaTable.for_path(spark, purged).reorg_purge()
+    dv, purged = dv_and_purged(spark, workdir, sizes.dv_rows, sizes.dv_files, name="ds-dv")
     size = f"{sizes.dv_rows:,} rows in {sizes.dv_files} files, DVs delete 10%"
     log("case 10: deletion vectors")
     with_dvs_by_door: dict[str, tuple[object, float]] = {}

@@ -24,7 +24,6 @@ from pyspark.sql import functions as F
 from benchmarks.harness import MIN_RUNS, Figure, Row, Stats
 from benchmarks.spark_cases import (
     Timer,
-    _copy,
     _dx,
     _fresh,
     dml_source,
@@ -273,14 +272,11 @@ def run_all(workdir: str, sizes: PeerSizes, log: Callable[[str], None]) -> list[
     # -- full read of a table whose deletion vectors delete 10% of its rows, and of it purged:
     # both engines read the same two tables (case 10's shape), written once by deltatx.
     log("case 12: read with deletion vectors ...")
-    from benchmarks.datasource_cases import _frame
+    from benchmarks.datasource_cases import dv_and_purged
 
-    dv_path = _fresh(os.path.join(workdir, "peer-dv"))
-    deltatx.write(_frame(spark, sizes.dv_rows, sizes.dv_files), dv_path)
-    DeltaTable.for_path(spark, dv_path).delete("id % 10 = 0")
-    purged_path = os.path.join(workdir, "peer-dv-purged")
-    _copy(dv_path, purged_path)
-    DeltaTable.for_path(spark, purged_path).reorg_purge()
+    dv_path, purged_path = dv_and_purged(
+        spark, workdir, sizes.dv_rows, sizes.dv_files, name="peer-dv"
+    )
     size = f"{sizes.dv_rows:,} rows in {sizes.dv_files} files"
     read: dict[str, tuple[Stats, dict[str, Any], float]] = {}
     for label, path in (

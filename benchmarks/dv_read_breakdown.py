@@ -18,8 +18,8 @@ import time
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from benchmarks.datasource_cases import _frame
-from benchmarks.spark_cases import _copy, start_session
+from benchmarks.datasource_cases import dv_and_purged
+from benchmarks.spark_cases import start_session
 
 
 def _executor_cpu_seconds() -> float:
@@ -59,19 +59,12 @@ def _round(spark: SparkSession, path: str, reads: int) -> tuple[float, float]:
 
 def main(argv: list[str]) -> int:
     """Builds the two tables, then prints three interleaved rounds of reads of each."""
-    import deltatx
-    from deltatx import DeltaTable
 
     rows = int(argv[0]) if argv else 4_000_000
     files = int(argv[1]) if len(argv) > 1 else 16
     spark, _ = start_session()
     with tempfile.TemporaryDirectory(prefix="deltatx-dv-read-") as workdir:
-        dv = os.path.join(workdir, "dv")
-        deltatx.write(_frame(spark, rows, files), dv)
-        DeltaTable.for_path(spark, dv).delete("id % 10 = 0")
-        purged = os.path.join(workdir, "purged")
-        _copy(dv, purged)
-        DeltaTable.for_path(spark, purged).reorg_purge()
+        dv, purged = dv_and_purged(spark, workdir, rows, files, name="dv")
         print(f"{rows:,} rows in {files} files, deletion vectors over 10% of them")
         for number in range(1, 4):
             with_dvs = _round(spark, dv, 15)

@@ -306,6 +306,40 @@ def test_a_corrupt_vector_fails_the_read_naming_its_file(
         DeltaTable.for_path(spark, str(path)).to_df().collect()
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # The log's cardinality disagrees with the bitmap it describes.
+        (lambda rows: {"cardinality": len(rows) + 1}, r"holds \d+ rows where the log says"),
+        # The vector deletes a row the data file does not have.
+        (lambda rows: inline_descriptor([*rows, 10_000]), r"deletes row 10000 of its \d+"),
+    ],
+    ids=["cardinality", "row-past-the-end"],
+)
+def test_a_vector_that_disagrees_with_its_file_fails_the_read(
+    spark: SparkSession,
+    tmp_path: Path,
+    reader_extension: Callable[[bool], None],
+    change: Callable[[list[int]], Any],
+    message: str,
+) -> None:
+    path = tmp_path / "t"
+    _deleted_table(spark, str(path), files=2, rows=200)
+    vectors = {}
+    for name, rows in _deleted_rows(path).items():
+        if rows:
+            changed = change(rows)
+            base = deletion_vector_to_json(inline_descriptor(rows))
+            if isinstance(changed, dict):
+                vectors[name] = {**base, **changed}
+            else:
+                vectors[name] = deletion_vector_to_json(changed)
+    _set_vectors(path, vectors)
+    reader_extension(True)
+    with pytest.raises(Exception, match=message):
+        DeltaTable.for_path(spark, str(path)).to_df().collect()
+
+
 def test_files_without_a_vector_are_still_split(
     spark: SparkSession, tmp_path: Path, reader_extension: Callable[[bool], None]
 ) -> None:

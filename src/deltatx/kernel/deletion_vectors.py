@@ -214,15 +214,21 @@ def inline_descriptor(rows: Iterable[int]) -> DeletionVectorDescriptor:
     )
 
 
-def inline_rows(dv: DeletionVectorDescriptor, *, where: str) -> list[int]:
-    """The rows of an ``i`` descriptor (the Z85 padding is cut at ``sizeInBytes``)."""
+def inline_bitmap(dv: DeletionVectorDescriptor, *, where: str) -> bytes:
+    """The serialized bitmap of an ``i`` descriptor (the Z85 padding cut at ``sizeInBytes``)."""
     raw = z85_decode(dv.path_or_inline_dv)
     if dv.size_in_bytes > len(raw):
         raise InvalidTableError(
             f"{where}: inline deletion vector is {len(raw)} bytes, sizeInBytes says "
             f"{dv.size_in_bytes}"
         )
-    return check_rows(deserialize(raw[: dv.size_in_bytes], where=where), dv, where=where)
+    return raw[: dv.size_in_bytes]
+
+
+def inline_rows(dv: DeletionVectorDescriptor, *, where: str) -> list[int]:
+    """The rows of an ``i`` descriptor."""
+    bitmap = inline_bitmap(dv, where=where)
+    return check_rows(deserialize(bitmap, where=where), dv, where=where)
 
 
 def check_rows(rows: list[int], dv: DeletionVectorDescriptor, *, where: str) -> list[int]:

@@ -36,13 +36,8 @@ from pyspark.sql import SparkSession
 from deltatx.errors import ExtensionBuildError, InvalidArgumentError
 from deltatx.java_check import find_java
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.deletion_vectors import num_records
-from deltatx.log.deletion_vectors import (
-    FIRST_DV_OFFSET,
-    DvReader,
-    dv_file_location,
-    serialize_rows,
-)
+from deltatx.kernel.deletion_vectors import inline_bitmap, num_records
+from deltatx.log.deletion_vectors import FIRST_DV_OFFSET, dv_file_location
 from deltatx.spark.arrow_files import spark_uri
 from deltatx.storage.location import Location
 
@@ -209,16 +204,20 @@ def vector_lines(
     vectors, which the log itself holds.
     """
     lines: dict[str, str] = {}
-    inline = DvReader(location)
     for add, path in zip(files, spark_paths, strict=True):
         dv = add.deletion_vector
         name = quote(path, safe="")
-        records = num_records(add.stats)
-        counted = str(-1 if records is None else records)
         if dv is None:
             lines[path] = f"{name}\t-"
-        elif dv.storage_type == "i":
-            bitmap = serialize_rows(inline.rows(dv, data_file=add.path)).hex()
+            continue
+        # Only a file with a vector is counted against the log, so only its stats are parsed.
+        records = num_records(add.stats)
+        counted = str(-1 if records is None else records)
+        if dv.storage_type == "i":
+            # The payload is the serialized bitmap itself; the task checks it as it would a
+            # stored one (magic, layout, cardinality).
+            where = f"inline deletion vector (of data file {add.path})"
+            bitmap = inline_bitmap(dv, where=where).hex()
             lines[path] = f"{name}\ti\t{bitmap}\t{dv.cardinality}\t{counted}"
         else:
             owner = f" (of data file {add.path})"

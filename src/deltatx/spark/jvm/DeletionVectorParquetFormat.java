@@ -294,6 +294,11 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
       this.offHeap = offHeap;
     }
 
+    private static IllegalStateException unreadable(String where, Exception cause) {
+      return new IllegalStateException(
+          "deltatx scan: the " + where + " cannot be read: " + cause, cause);
+    }
+
     /**
      * The open vector file at {@code uri}, its version checked. One delete writes the vectors
      * of all its files into one file, so a task keeps each file it opens until it ends.
@@ -368,8 +373,10 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
           records = Long.parseLong(parts[5]);
         }
       } catch (IOException e) {
-        throw new IllegalStateException("deltatx scan: the " + where + " cannot be read: "
-            + e.getMessage(), e);
+        throw unreadable(where, e);
+      } catch (RuntimeException e) {
+        // A truncated bitmap runs the buffer out.
+        throw unreadable(where, e);
       }
       long total = 0;
       for (int i = 0; i < bitmaps.length; i++) {
