@@ -4,7 +4,8 @@ Case 10 times each read four times in a fresh process (one warm-up), where the J
 compiling; this runs rounds of many reads each, interleaved, and reports per round the median
 wall time of ``to_df()`` plus an aggregate, and the CPU the executor threads spent per read
 (read from ``/proc``, so the JIT's and the collector's threads are left out). Run with
-``python -m benchmarks.dv_read_breakdown [rows] [files]`` from the repository root.
+``python -m benchmarks.dv_read_breakdown [rows] [files] [rounds]`` from the repository root
+(three rounds unless told; more show where the JIT settles).
 """
 
 from __future__ import annotations
@@ -58,15 +59,16 @@ def _round(spark: SparkSession, path: str, reads: int) -> tuple[float, float]:
 
 
 def main(argv: list[str]) -> int:
-    """Builds the two tables, then prints three interleaved rounds of reads of each."""
+    """Builds the two tables, then prints interleaved rounds of reads of each."""
 
     rows = int(argv[0]) if argv else 4_000_000
     files = int(argv[1]) if len(argv) > 1 else 16
+    rounds = int(argv[2]) if len(argv) > 2 else 3
     spark, _ = start_session()
     with tempfile.TemporaryDirectory(prefix="deltatx-dv-read-") as workdir:
         dv, purged = dv_and_purged(spark, workdir, rows, files, name="dv")
         print(f"{rows:,} rows in {files} files, deletion vectors over 10% of them")
-        for number in range(1, 4):
+        for number in range(1, rounds + 1):
             with_dvs = _round(spark, dv, 15)
             clean = _round(spark, purged, 15)
             print(
