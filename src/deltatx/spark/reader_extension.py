@@ -4,8 +4,9 @@ Reading a table whose deletion vectors delete rows needs each row's position in 
 Spark's Parquet reader fills a position column one boxed value at a time, and finding a row's
 file from its metadata builds a struct per row: together they cost a read of 10% deleted rows
 more than the read itself. ``DeletionVectorParquetFormat`` (Java, shipped with deltatx)
-extends Spark's Parquet format instead: each task loads the vectors of its own files and adds
-a boolean column that says which rows are deleted, counting positions as the batches go by.
+extends Spark's Parquet format instead: each task loads the vectors of its own files, counts
+positions as the batches go by, and drops the deleted rows from each batch in place, so the
+plan above the scan is Spark's plain Parquet plan.
 
 The class is compiled on first use with Janino, the Java compiler Spark itself ships, so a
 Java runtime without a JDK is enough; the jar is cached per source and Spark version under
@@ -43,9 +44,6 @@ from deltatx.storage.location import Location
 
 FORMAT_CLASS = "io.deltatx.spark.DeletionVectorParquetFormat"
 """The data source class Spark loads by name."""
-
-DELETED_COLUMN = "__deltatx_is_row_deleted"
-"""The boolean column the format adds, last in the read schema: true for a deleted row."""
 
 VECTORS_OPTION = "deltatx.deletionVectors"
 """The reader option naming every file read and where its deletion vector is stored."""

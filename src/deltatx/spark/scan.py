@@ -36,7 +36,6 @@ from deltatx.spark.arrow_files import spark_reaches, spark_uri
 from deltatx.spark.jvm_steps import load_paths, read_parquet, select_exprs
 from deltatx.spark.literals import long_array
 from deltatx.spark.reader_extension import (
-    DELETED_COLUMN,
     FORMAT_CLASS,
     VECTORS_OPTION,
     reader_available,
@@ -236,7 +235,6 @@ def files_to_dataframe(
         vectors_in_reader
         and row_filter is not None
         and not with_address
-        and DELETED_COLUMN not in {f.name.lower() for f in data_schema.fields}
         and reader_available(spark)
     ):
         vectors = vector_lines(location, files, spark_paths)
@@ -255,10 +253,9 @@ def files_to_dataframe(
             escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in paths]
             if vectors is None:
                 return read_parquet(spark, reader.schema(schema), escaped)
-            flagged = T.StructType([*schema.fields, T.StructField(DELETED_COLUMN, T.BooleanType())])
             named = "\n".join(vectors[p] for p in paths)
-            reader = reader.format(FORMAT_CLASS).schema(flagged).option(VECTORS_OPTION, named)
-            return load_paths(spark, reader, escaped).where(f"NOT {DELETED_COLUMN}")
+            reader = reader.format(FORMAT_CLASS).schema(schema).option(VECTORS_OPTION, named)
+            return load_paths(spark, reader, escaped)
 
     rows = scan(spark_paths, read_schema)
     if not columns and not needs_row_index:

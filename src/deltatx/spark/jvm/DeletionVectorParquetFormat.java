@@ -19,19 +19,31 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.TaskContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
-import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
-import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.sources.Filter;
-import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.DayTimeIntervalType;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.MapType;
+import org.apache.spark.sql.types.NullType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.sql.types.YearMonthIntervalType;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.SerializableConfiguration;
@@ -40,8 +52,7 @@ import org.roaringbitmap.BatchIterator;
 import org.roaringbitmap.RoaringBitmap;
 
 /**
- * Spark's Parquet reader, plus one boolean column that says whether the Delta table's deletion
- * vectors delete the row.
+ * Spark's Parquet reader, giving only the rows that the Delta table's deletion vectors keep.
  *
  * <p>deltatx (Python) plans the scan and names, in the option {@link #VECTORS_OPTION}, every
  * file it reads and where that file's deletion vector is stored. Each task reads the vectors of
@@ -49,16 +60,14 @@ import org.roaringbitmap.RoaringBitmap;
  * number of deleted rows. A file with a vector is read whole by one task with no filter pushed
  * into the Parquet reader, so its rows arrive in file order and their positions are counted
  * here rather than asked of Spark's reader (which fills a row-position column one boxed value
- * at a time); the count is checked against the file's {@code numRecords} at its end. Files
- * without a vector read exactly as Parquet does.
+ * at a time); the count is checked against the file's {@code numRecords} at its end. The
+ * deleted rows are dropped from each batch in place, so the plan above the scan is exactly
+ * Spark's plain Parquet plan. Files without a vector read exactly as Parquet does.
  *
  * <p>Compiled by deltatx with Janino, the compiler Spark ships, so it needs no JDK: it keeps to
  * the Java that Janino accepts (raw Scala types, explicit casts, no lambdas).
  */
 public class DeletionVectorParquetFormat extends ParquetFileFormat {
-  /** The column, last in the schema given to the reader, that is true for a deleted row. */
-  public static final String DELETED_COLUMN = "__deltatx_is_row_deleted";
-
   /**
    * One line per file: the URL-encoded file URI, a tab, then {@code -} for a file without a
    * vector, {@code f<TAB>vector file URI<TAB>offset<TAB>size<TAB>cardinality<TAB>numRecords}
@@ -99,6 +108,14 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
     return super.isSplitable(spark, options, path);
   }
 
+  /**
+   * Batches only where every column read can have its rows moved down in place; a schema with
+   * another type (variant, say) is read row by row, skipping the deleted rows.
+   */
+  public boolean supportBatch(SparkSession spark, StructType schema) {
+    return movable(schema) && super.supportBatch(spark, schema);
+  }
+
   public scala.Function1 buildReaderWithPartitionValues(
       SparkSession spark,
       StructType dataSchema,
@@ -107,35 +124,26 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
       scala.collection.immutable.Seq filters,
       scala.collection.immutable.Map options,
       Configuration hadoopConf) {
-    scala.Option found = requiredSchema.getFieldIndex(DELETED_COLUMN);
-    if (found.isEmpty()) {
-      return super.buildReaderWithPartitionValues(
-          spark, dataSchema, partitionSchema, requiredSchema, filters, options, hadoopConf);
-    }
-    int position = ((Integer) found.get()).intValue();
-    if (position != requiredSchema.length() - 1 || partitionSchema.length() != 0) {
+    if (partitionSchema.length() != 0) {
       throw new IllegalArgumentException(
-          DELETED_COLUMN + " must be the last column read, with no partition columns");
+          "deltatx scan: partition values come from the log, not from directory names");
     }
-    StructType data = without(dataSchema);
-    StructType required = without(requiredSchema);
     // Each reader Spark builds broadcasts the Hadoop configuration: build the one that pushes
     // filters only when there is a filter to push.
-    scala.collection.immutable.Seq pushed = withoutColumn(filters);
     scala.Function1 whole =
         super.buildReaderWithPartitionValues(
             spark,
-            data,
+            dataSchema,
             partitionSchema,
-            required,
+            requiredSchema,
             (scala.collection.immutable.Seq) scala.collection.immutable.Nil$.MODULE$,
             options,
             hadoopConf);
     scala.Function1 filtered =
-        pushed.isEmpty()
+        filters.isEmpty()
             ? whole
             : super.buildReaderWithPartitionValues(
-                spark, data, partitionSchema, required, pushed, options, hadoopConf);
+                spark, dataSchema, partitionSchema, requiredSchema, filters, options, hadoopConf);
     return new Reader(
         filtered,
         whole,
@@ -143,8 +151,18 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
         spark.sparkContext().broadcast(
             new SerializableConfiguration(hadoopConf),
             scala.reflect.ClassTag$.MODULE$.apply(SerializableConfiguration.class)),
-        position,
-        SQLConf.get().offHeapColumnVectorEnabled());
+        requiredSchema);
+  }
+
+  /** Whether every column of {@code schema} is of a type {@link Compactor} can move. */
+  static boolean movable(StructType schema) {
+    StructField[] fields = schema.fields();
+    for (int i = 0; i < fields.length; i++) {
+      if (Compactor.kind(fields[i].dataType()) == Compactor.UNMOVABLE) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private synchronized HashMap vectors(scala.collection.immutable.Map options) {
@@ -180,35 +198,6 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
 
   static String decode(String text) {
     return URLDecoder.decode(text, StandardCharsets.UTF_8);
-  }
-
-  static StructType without(StructType schema) {
-    StructField[] fields = schema.fields();
-    List kept = new ArrayList();
-    for (int i = 0; i < fields.length; i++) {
-      if (!fields[i].name().equals(DELETED_COLUMN)) {
-        kept.add(fields[i]);
-      }
-    }
-    return new StructType((StructField[]) kept.toArray(new StructField[0]));
-  }
-
-  /** The filters that Parquet may push down: none may name the column it does not store. */
-  static scala.collection.immutable.Seq withoutColumn(scala.collection.immutable.Seq filters) {
-    List kept = new ArrayList();
-    List all = scala.jdk.javaapi.CollectionConverters.asJava(filters);
-    for (int i = 0; i < all.size(); i++) {
-      Filter filter = (Filter) all.get(i);
-      String[] names = filter.references();
-      boolean ours = false;
-      for (int j = 0; j < names.length; j++) {
-        ours = ours || names[j].equals(DELETED_COLUMN);
-      }
-      if (!ours) {
-        kept.add(filter);
-      }
-    }
-    return scala.jdk.javaapi.CollectionConverters.asScala(kept).toList();
   }
 
   static byte[] hex(String text) {
@@ -275,8 +264,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
     private final scala.Function1 whole;
     private final HashMap vectors;
     private final Broadcast conf;
-    private final int position;
-    private final boolean offHeap;
+    private final StructType schema;
     private transient HashMap streams;
 
     Reader(
@@ -284,14 +272,12 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
         scala.Function1 whole,
         HashMap vectors,
         Broadcast conf,
-        int position,
-        boolean offHeap) {
+        StructType schema) {
       this.filtered = filtered;
       this.whole = whole;
       this.vectors = vectors;
       this.conf = conf;
-      this.position = position;
-      this.offHeap = offHeap;
+      this.schema = schema;
     }
 
     private static IllegalStateException unreadable(String where, Exception cause) {
@@ -348,8 +334,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
             "deltatx scan: data file " + name + " is not among the files the log names");
       }
       if (spec.equals("-")) {
-        scala.collection.Iterator rows = (scala.collection.Iterator) filtered.apply(file);
-        return new Rows(rows, null, -1, position, offHeap, name);
+        return filtered.apply(file);
       }
       if (file.start() != 0) {
         throw new IllegalStateException(
@@ -387,7 +372,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
             + " rows where the log says " + cardinality);
       }
       scala.collection.Iterator rows = (scala.collection.Iterator) whole.apply(file);
-      return new Rows(rows, bitmaps, records, position, offHeap, name);
+      return new Rows(rows, bitmaps, records, new Compactor(schema), name);
     }
 
     private byte[] read(String uri, long offset, int size) throws IOException {
@@ -410,21 +395,21 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
     }
   }
 
-  /** The reader's batches (or rows) with the deleted-row column added after the data. */
+  /**
+   * The rows of one file that its deletion vector keeps. A batch has its kept rows moved down
+   * in its own column vectors and is then shortened, so the plan above the scan is Spark's
+   * plain Parquet plan; read row by row, a deleted row is skipped.
+   */
   static final class Rows extends scala.collection.AbstractIterator {
     private final scala.collection.Iterator rows;
     private final RoaringBitmap[] bitmaps;
     private final long records;
-    private final int position;
-    private final boolean offHeap;
+    private final Compactor compactor;
     private final String name;
-    private final GenericInternalRow flag = new GenericInternalRow(1);
-    private final JoinedRow joined = new JoinedRow();
+    // The position in the file of the next row the reader gives.
     private long next;
-    private WritableColumnVector flags;
-    private byte[] scratch;
-    private ColumnarBatch source;
-    private ColumnarBatch target;
+    private Object ahead;
+    private int[] kept = new int[0];
     // The deleted rows not yet reached, taken from the bitmaps a buffer at a time: rows come
     // in file order, so each deleted row is looked at once, in bulk, whatever the batch size.
     private final int[] pending = new int[1024];
@@ -438,110 +423,118 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
         scala.collection.Iterator rows,
         RoaringBitmap[] bitmaps,
         long records,
-        int position,
-        boolean offHeap,
+        Compactor compactor,
         String name) {
       this.rows = rows;
       this.bitmaps = bitmaps;
       this.records = records;
-      this.position = position;
-      this.offHeap = offHeap;
+      this.compactor = compactor;
       this.name = name;
     }
 
     public boolean hasNext() {
-      boolean more = rows.hasNext();
-      if (!more && bitmaps != null) {
-        if (records >= 0 && next != records) {
-          throw new IllegalStateException("deltatx scan: read " + next + " rows of data file "
-              + name + " where the log records " + records);
+      while (ahead == null) {
+        if (!rows.hasNext()) {
+          finish();
+          return false;
         }
-        if (flags != null && !exhausted && (at < count || refill())) {
-          long row = (((long) key) << 32) | (pending[at] & 0xFFFFFFFFL);
-          throw new IllegalStateException("deltatx scan: the deletion vector of data file "
-              + name + " deletes row " + row + " of its " + next);
+        Object item = rows.next();
+        if (item instanceof ColumnarBatch) {
+          ahead = compact((ColumnarBatch) item);
+        } else if (!deleted(next++)) {
+          ahead = item;
         }
       }
-      return more;
+      return true;
     }
 
     public Object next() {
-      Object item = rows.next();
-      if (item instanceof ColumnarBatch) {
-        return withFlags((ColumnarBatch) item);
+      if (!hasNext()) {
+        throw new java.util.NoSuchElementException("deltatx scan: no more rows in " + name);
       }
-      flag.setBoolean(0, bitmaps != null && deleted(next));
-      next++;
-      return joined.apply((InternalRow) item, flag);
+      Object item = ahead;
+      ahead = null;
+      return item;
     }
 
-    private ColumnarBatch withFlags(ColumnarBatch batch) {
+    /** Checks, once the reader is done, that the file and its vector agree with the log. */
+    private void finish() {
+      if (records >= 0 && next != records) {
+        throw new IllegalStateException("deltatx scan: read " + next + " rows of data file "
+            + name + " where the log records " + records);
+      }
+      if (!exhausted && (at < count || refill())) {
+        throw new IllegalStateException("deltatx scan: the deletion vector of data file "
+            + name + " deletes row " + current() + " of its " + next);
+      }
+      exhausted = true;
+    }
+
+    private ColumnarBatch compact(ColumnarBatch batch) {
       int n = batch.numRows();
-      if (flags == null || scratch.length < n) {
-        scratch = new byte[Math.max(n, 4096)];
-        flags = vector(scratch.length);
-        flags.putBooleans(0, scratch.length, false);
-        source = null;
-      }
-      if (bitmaps != null) {
-        java.util.Arrays.fill(scratch, 0, n, (byte) 0);
-        mark(next, n);
-        flags.putBytes(0, n, scratch, 0);
-      }
-      next += n;
-      if (batch != source) {
-        ColumnVector[] columns = new ColumnVector[batch.numCols() + 1];
-        for (int i = 0; i < position; i++) {
-          columns[i] = batch.column(i);
-        }
-        columns[position] = flags;
-        for (int i = position; i < batch.numCols(); i++) {
-          columns[i + 1] = batch.column(i);
-        }
-        target = new ColumnarBatch(columns);
-        source = batch;
-      }
-      target.setNumRows(n);
-      return target;
-    }
-
-    private WritableColumnVector vector(int size) {
-      if (!offHeap) {
-        return new OnHeapColumnVector(size, DataTypes.BooleanType);
-      }
-      final OffHeapColumnVector out = new OffHeapColumnVector(size, DataTypes.BooleanType);
-      TaskContext task = TaskContext.get();
-      if (task != null) {
-        task.addTaskCompletionListener(
-            new TaskCompletionListener() {
-              public void onTaskCompletion(TaskContext context) {
-                out.close();
-              }
-            });
-      }
-      return out;
-    }
-
-    private boolean deleted(long row) {
-      int high = (int) (row >>> 32);
-      return high < bitmaps.length && bitmaps[high] != null && bitmaps[high].contains((int) row);
-    }
-
-    /** Marks in {@code scratch} each deleted row among the n rows from row {@code start} on. */
-    private void mark(long start, int n) {
+      long start = next;
       long end = start + n;
+      next = end;
+      if (kept.length < n) {
+        kept = new int[Math.max(n, 4096)];
+      }
+      int first = -1;
+      int size = 0;
+      int from = 0;
       while (!exhausted) {
         if (at == count && !refill()) {
           exhausted = true;
-          return;
+          break;
         }
-        long row = (((long) key) << 32) | (pending[at] & 0xFFFFFFFFL);
+        long row = current();
         if (row >= end) {
-          return;
+          break;
         }
-        scratch[(int) (row - start)] = 1;
+        int offset = (int) (row - start);
+        if (first < 0) {
+          // The rows before the first deleted one stay where they are.
+          first = offset;
+          size = offset;
+          from = offset;
+        }
+        for (int r = from; r < offset; r++) {
+          kept[size++] = r;
+        }
+        from = offset + 1;
         at++;
       }
+      if (first < 0) {
+        return batch;
+      }
+      for (int r = from; r < n; r++) {
+        kept[size++] = r;
+      }
+      compactor.move(batch, kept, first, size);
+      batch.setNumRows(size);
+      return batch;
+    }
+
+    /** Whether the row at {@code row}, the next in file order, is deleted. */
+    private boolean deleted(long row) {
+      while (!exhausted) {
+        if (at == count && !refill()) {
+          exhausted = true;
+          return false;
+        }
+        long found = current();
+        if (found > row) {
+          return false;
+        }
+        at++;
+        if (found == row) {
+          return true;
+        }
+      }
+      return false;
+    }
+
+    private long current() {
+      return (((long) key) << 32) | (pending[at] & 0xFFFFFFFFL);
     }
 
     /** Takes the next deleted rows into {@code pending}; false when there are no more. */
@@ -560,6 +553,191 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
           }
           batches = bitmaps[key] == null ? null : bitmaps[key].getBatchIterator();
         }
+      }
+    }
+  }
+
+  /**
+   * Moves the kept rows of a batch down, in the batch's own column vectors. Fixed-width values
+   * are copied; strings, binaries, long decimals, arrays and maps move their offset and length
+   * while the child data stays where it is; a struct moves each child; a column still
+   * dictionary-encoded moves its dictionary ids; nulls move with their rows.
+   */
+  static final class Compactor implements Serializable {
+    static final int UNMOVABLE = 0;
+    static final int NOTHING = 1;
+    static final int BOOLEAN = 2;
+    static final int BYTE = 3;
+    static final int SHORT = 4;
+    static final int INT = 5;
+    static final int LONG = 6;
+    static final int FLOAT = 7;
+    static final int DOUBLE = 8;
+    static final int OFFSETS = 9;
+    static final int STRUCT = 10;
+
+    private final DataType[] types;
+    private final int[] kinds;
+
+    Compactor(StructType schema) {
+      StructField[] fields = schema.fields();
+      types = new DataType[fields.length];
+      kinds = new int[fields.length];
+      for (int i = 0; i < fields.length; i++) {
+        types[i] = fields[i].dataType();
+        kinds[i] = kind(types[i]);
+      }
+    }
+
+    /** How values of {@code type} are stored in a column vector, so how they move. */
+    static int kind(DataType type) {
+      if (type instanceof BooleanType) {
+        return BOOLEAN;
+      }
+      if (type instanceof ByteType) {
+        return BYTE;
+      }
+      if (type instanceof ShortType) {
+        return SHORT;
+      }
+      if (type instanceof IntegerType
+          || type instanceof DateType
+          || type instanceof YearMonthIntervalType) {
+        return INT;
+      }
+      if (type instanceof LongType
+          || type instanceof TimestampType
+          || type instanceof TimestampNTZType
+          || type instanceof DayTimeIntervalType) {
+        return LONG;
+      }
+      if (type instanceof FloatType) {
+        return FLOAT;
+      }
+      if (type instanceof DoubleType) {
+        return DOUBLE;
+      }
+      if (type instanceof DecimalType) {
+        if (DecimalType.is32BitDecimalType(type)) {
+          return INT;
+        }
+        return DecimalType.is64BitDecimalType(type) ? LONG : OFFSETS;
+      }
+      if (type instanceof StringType
+          || type instanceof BinaryType
+          || type instanceof ArrayType
+          || type instanceof MapType) {
+        return OFFSETS;
+      }
+      if (type instanceof StructType) {
+        StructField[] fields = ((StructType) type).fields();
+        for (int i = 0; i < fields.length; i++) {
+          if (kind(fields[i].dataType()) == UNMOVABLE) {
+            return UNMOVABLE;
+          }
+        }
+        return STRUCT;
+      }
+      if (type instanceof NullType) {
+        return NOTHING;
+      }
+      return UNMOVABLE;
+    }
+
+    /** Keeps rows {@code kept[first..size)} at positions {@code first..size} of each column. */
+    void move(ColumnarBatch batch, int[] kept, int first, int size) {
+      if (batch.numCols() != kinds.length) {
+        throw new IllegalStateException("deltatx scan: the Parquet reader gave "
+            + batch.numCols() + " columns where " + kinds.length + " were asked for");
+      }
+      for (int c = 0; c < kinds.length; c++) {
+        ColumnVector column = batch.column(c);
+        if (column instanceof WritableColumnVector) {
+          move((WritableColumnVector) column, kinds[c], types[c], kept, first, size);
+        } else if (!(column instanceof ConstantColumnVector)) {
+          throw new IllegalStateException("deltatx scan: cannot drop deleted rows from a "
+              + column.getClass().getName());
+        }
+      }
+    }
+
+    static void move(
+        WritableColumnVector column, int kind, DataType type, int[] kept, int first, int size) {
+      if (kind == NOTHING || column.isAllNull()) {
+        return;
+      }
+      if (kind == UNMOVABLE) {
+        throw new IllegalStateException("deltatx scan: cannot move values of type " + type);
+      }
+      // A vector that was never given a null has none to move (reset clears them with the
+      // count); one that was has its flags moved, each written only where it changes.
+      if (column.hasNull()) {
+        for (int i = first; i < size; i++) {
+          boolean isNull = column.isNullAt(kept[i]);
+          if (isNull != column.isNullAt(i)) {
+            if (isNull) {
+              column.putNull(i);
+            } else {
+              column.putNotNull(i);
+            }
+          }
+        }
+      }
+      if (column.hasDictionary()) {
+        WritableColumnVector ids = column.getDictionaryIds();
+        for (int i = first; i < size; i++) {
+          ids.putInt(i, ids.getInt(kept[i]));
+        }
+        return;
+      }
+      switch (kind) {
+        case BOOLEAN:
+          for (int i = first; i < size; i++) {
+            column.putBoolean(i, column.getBoolean(kept[i]));
+          }
+          break;
+        case BYTE:
+          for (int i = first; i < size; i++) {
+            column.putByte(i, column.getByte(kept[i]));
+          }
+          break;
+        case SHORT:
+          for (int i = first; i < size; i++) {
+            column.putShort(i, column.getShort(kept[i]));
+          }
+          break;
+        case INT:
+          for (int i = first; i < size; i++) {
+            column.putInt(i, column.getInt(kept[i]));
+          }
+          break;
+        case LONG:
+          for (int i = first; i < size; i++) {
+            column.putLong(i, column.getLong(kept[i]));
+          }
+          break;
+        case FLOAT:
+          for (int i = first; i < size; i++) {
+            column.putFloat(i, column.getFloat(kept[i]));
+          }
+          break;
+        case DOUBLE:
+          for (int i = first; i < size; i++) {
+            column.putDouble(i, column.getDouble(kept[i]));
+          }
+          break;
+        case OFFSETS:
+          for (int i = first; i < size; i++) {
+            int from = kept[i];
+            column.putArray(i, column.getArrayOffset(from), column.getArrayLength(from));
+          }
+          break;
+        default:
+          StructField[] fields = ((StructType) type).fields();
+          for (int f = 0; f < fields.length; f++) {
+            DataType child = fields[f].dataType();
+            move(column.getChild(f), kind(child), child, kept, first, size);
+          }
       }
     }
   }
