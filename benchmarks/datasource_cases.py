@@ -33,8 +33,13 @@ class DatasourceSizes:
     day_rows_per_partition: int = 4_000
     dv_rows: int = 4_000_000
     dv_files: int = 16
-    runs: int = 3
+    # Reads of a third of a second: at 3 runs, one slow run moved a median by 10%.
+    runs: int = 5
     warmup: int = 1
+    # The deletion-vector read against the purged table: its medians moved by 0.1-0.3 from
+    # run to run at 5 reads.
+    dv_runs: int = 9
+    dv_warmup: int = 2
 
 
 FULL = DatasourceSizes()
@@ -45,6 +50,9 @@ QUICK = DatasourceSizes(
     day_rows_per_partition=300,
     dv_rows=400_000,
     dv_files=8,
+    runs=3,
+    dv_runs=3,
+    dv_warmup=1,
 )
 
 
@@ -125,6 +133,10 @@ def run_all(
     def measure(op: Callable[[], object]) -> tuple[object, float]:
         return timer.measure(op, runs=sizes.runs, warmup=sizes.warmup)
 
+    def side_by_side(*ops: Callable[[], object], dv: bool = False) -> list[tuple[object, float]]:
+        runs, warmup = (sizes.dv_runs, sizes.dv_warmup) if dv else (sizes.runs, sizes.warmup)
+        return list(timer.measure_side_by_side(list(ops), runs=runs, warmup=warmup))
+
     rows: list[Row] = []
 
     # Full scan.
@@ -132,9 +144,11 @@ def run_all(
     deltatx.write(_frame(spark, sizes.scan_rows, sizes.scan_files), scan)
     size = f"{sizes.scan_rows:,} rows x 4 columns in {sizes.scan_files} files"
     log("case 10: full scan")
-    parquet = measure(lambda: _agg(spark.read.parquet(scan)))
-    via_format = measure(lambda: _agg(spark.read.format("delta").load(scan)))
-    via_to_df = measure(lambda: _agg(DeltaTable.for_path(spark, scan).to_df()))
+    parquet, via_format, via_to_df = side_by_side(
+        lambda: _agg(spark.read.parquet(scan)),
+        lambda: _agg(spark.read.format("delta").load(scan)),
+        lambda: _agg(DeltaTable.for_path(spark, scan).to_df()),
+    )
     rows.append(
         _row("full scan via format('delta')", size, via_format, "read.parquet", parquet, 1.2)
     )
@@ -148,9 +162,11 @@ def run_all(
     cond = f"id >= {lo} AND id < {lo + 10_000 // 2}"
     size = f"{skip_rows:,} rows in {sizes.skip_files} files, filter on 1 file's id range"
     log("case 10: selective filter")
-    parquet = measure(lambda: _agg(spark.read.parquet(skip).filter(cond)))
-    via_format = measure(lambda: _agg(spark.read.format("delta").load(skip).filter(cond)))
-    via_to_df = measure(lambda: _agg(DeltaTable.for_path(spark, skip).to_df().filter(cond)))
+    parquet, via_format, via_to_df = side_by_side(
+        lambda: _agg(spark.read.parquet(skip).filter(cond)),
+        lambda: _agg(spark.read.format("delta").load(skip).filter(cond)),
+        lambda: _agg(DeltaTable.for_path(spark, skip).to_df().filter(cond)),
+    )
     rows.append(
         _row("1% of files via format('delta')", size, via_format, "read.parquet", parquet, 1.0)
     )
@@ -162,9 +178,11 @@ def run_all(
     deltatx.write(_frame(spark, day_rows, 4), days, partition_by=["k"])
     size = f"{day_rows:,} rows in 365 partitions, one partition read"
     log("case 10: one day of 365 partitions")
-    parquet = measure(lambda: _agg(spark.read.parquet(days).filter("k = 100")))
-    via_format = measure(lambda: _agg(spark.read.format("delta").load(days).filter("k = 100")))
-    via_to_df = measure(lambda: _agg(DeltaTable.for_path(spark, days).to_df().filter("k = 100")))
+    parquet, via_format, via_to_df = side_by_side(
+        lambda: _agg(spark.read.parquet(days).filter("k = 100")),
+        lambda: _agg(spark.read.format("delta").load(days).filter("k = 100")),
+        lambda: _agg(DeltaTable.for_path(spark, days).to_df().filter("k = 100")),
+    )
     rows.append(
         _row("one day via format('delta')", size, via_format, "read.parquet pruned", parquet, 1.2)
     )
@@ -176,13 +194,20 @@ def run_all(
     dv, purged = dv_and_purged(spark, workdir, sizes.dv_rows, sizes.dv_files, name="ds-dv")
     size = f"{sizes.dv_rows:,} rows in {sizes.dv_files} files, DVs delete 10%"
     log("case 10: deletion vectors")
-    with_dvs_by_door: dict[str, tuple[object, float]] = {}
-    for label, read in (
+    doors = (
         ("format('delta')", lambda p: spark.read.format("delta").load(p)),
         ("dt.to_df()", lambda p: DeltaTable.for_path(spark, p).to_df()),
-    ):
-        with_dvs = with_dvs_by_door[label] = measure(lambda r=read: _agg(r(dv)))
-        clean = measure(lambda r=read: _agg(r(purged)))
+    )
+    # Both doors and both tables in one rotation: each read shares the machine's moments and
+    # the JIT's progress with the reads it is compared with.
+    measured = side_by_side(
+        *(lambda r=read, t=table: _agg(r(t)) for _, read in doors for table in (dv, purged)),
+        dv=True,
+    )
+    with_dvs_by_door: dict[str, tuple[object, float]] = {}
+    for k, (label, _) in enumerate(doors):
+        with_dvs, clean = measured[2 * k], measured[2 * k + 1]
+        with_dvs_by_door[label] = with_dvs
         rows.append(_row(f"DVs 10% via {label}", size, with_dvs, "purged", clean, 1.3))
     # Not a target of issue 13 but the choice it asks for: batch reads take Spark's native
     # scan with the broadcast word join while that is no slower than the Python data source's

@@ -118,24 +118,49 @@ class Timer:
         setup: Callable[[], object] | None = None,
     ) -> tuple[Stats, float]:
         """(time stats, median Spark jobs per operation) over ``runs`` runs after warm-up."""
-        samples: list[float] = []
-        jobs: list[int] = []
+        (measured,) = self._rounds([op], runs=runs, warmup=warmup, setup=setup)
+        return measured
+
+    def measure_side_by_side(
+        self, ops: list[Callable[[], object]], *, runs: int, warmup: int
+    ) -> list[tuple[Stats, float]]:
+        """:meth:`measure` of operations whose ratios are the figures, run in turn.
+
+        Each round runs every operation once, in order, so all share the same moments of a
+        machine whose speed drifts and the same progress of the JVM's compiler; timed one
+        after the other, the first pays for warming up code they all use.
+        """
+        return self._rounds(ops, runs=runs, warmup=warmup, setup=None)
+
+    def _rounds(
+        self,
+        ops: list[Callable[[], object]],
+        *,
+        runs: int,
+        warmup: int,
+        setup: Callable[[], object] | None,
+    ) -> list[tuple[Stats, float]]:
+        samples: list[list[float]] = [[] for _ in ops]
+        jobs: list[list[int]] = [[] for _ in ops]
         jvm_peak = 0.0
         for i in range(warmup + max(runs, MIN_RUNS)):
-            if setup is not None:
-                setup()
-            self._jvm_heap_peak_mb(reset=True)
-            elapsed, n = self.once(op)
-            if i >= warmup:
-                samples.append(elapsed)
-                jobs.append(n)
-                jvm_peak = max(jvm_peak, self._jvm_heap_peak_mb(reset=False))
+            for k, op in enumerate(ops):
+                if setup is not None:
+                    setup()
+                self._jvm_heap_peak_mb(reset=True)
+                elapsed, n = self.once(op)
+                if i >= warmup:
+                    samples[k].append(elapsed)
+                    jobs[k].append(n)
+                    jvm_peak = max(jvm_peak, self._jvm_heap_peak_mb(reset=False))
         self.memory = {
             "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "jvm_peak_heap_mb": jvm_peak,
         }
-        jobs.sort()
-        return Stats.of(samples), float(jobs[len(jobs) // 2])
+        return [
+            (Stats.of(times), float(sorted(counts)[len(counts) // 2]))
+            for times, counts in zip(samples, jobs, strict=True)
+        ]
 
 
 def _dx(stats: Stats | None, jobs: float | None = None, **extra: Any) -> Figure:

@@ -8,8 +8,6 @@ and changes past the caps go to the Spark job.
 
 from __future__ import annotations
 
-import json
-import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,8 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable
@@ -27,6 +24,8 @@ from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.schema import parse_schema
 from deltatx.spark.commands import driver_update, update
 from deltatx.spark.commands.driver_update import translate_value
+
+from .driver_dml import added_stats, copy_table, dml_data, rows_text
 
 # Per column, SET values: most the driver evaluates, some it must leave to Spark (a cast,
 # a function, an overflow of the column's type).
@@ -55,40 +54,13 @@ _CONDITIONS = [
 ]
 
 
-def _data(spark: SparkSession, lo: int, hi: int) -> DataFrame:
-    i = F.col("id")
-    letters = F.array(*map(F.lit, "abc"))
-    return spark.range(lo, hi).select(
-        i,
-        F.when(i % 4 == 0, None).otherwise((i % 5).cast("int")).alias("n"),
-        F.when(i % 5 == 0, None).otherwise((i % 7).cast("short")).alias("sm"),
-        F.when(i % 6 == 0, None)
-        .otherwise(F.element_at(letters, (i % 3 + 1).cast("int")))
-        .alias("s"),
-        F.when(i % 3 == 0, None)
-        .otherwise(F.element_at(letters, (i % 2 + 1).cast("int")))
-        .alias("t"),
-        F.when(i % 7 == 0, None).otherwise(i % 2 == 0).alias("b"),
-        F.when(i % 9 == 0, F.lit(float("nan")))
-        .when(i % 8 == 0, None)
-        .otherwise(i * 0.5)
-        .alias("d"),
-        F.when(i % 2 == 0, None)
-        .otherwise(F.date_add(F.lit("2020-01-01"), i.cast("int")))
-        .alias("day"),
-        F.when(i % 10 == 0, None)
-        .otherwise(F.element_at(F.array(F.lit("x"), F.lit("y")), (i % 2 + 1).cast("int")))
-        .alias("p"),
-    )
-
-
 @pytest.fixture(scope="module")
 def base(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
     path = str(tmp_path_factory.mktemp("driver-update") / "base")
-    deltatx.write(_data(spark, 0, 60).repartition(2), path, partition_by=["p"])
+    deltatx.write(dml_data(spark, 0, 60).repartition(2), path, partition_by=["p"])
     dt = DeltaTable.for_path(spark, path)
     dt.delete("id % 11 = 0")  # rows already deleted must stay deleted
-    deltatx.write(_data(spark, 60, 90).repartition(2), path, mode="append")
+    deltatx.write(dml_data(spark, 60, 90).repartition(2), path, mode="append")
     return path
 
 
@@ -114,53 +86,6 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Spy]:
     yield s
 
 
-def _copy(base: str, root: Path) -> str:
-    target = root / uuid.uuid4().hex
-    shutil.copytree(base, target)
-    return str(target)
-
-
-def _rows(df: DataFrame) -> list[str]:
-    # As text: NaN equals itself only there.
-    return sorted(repr(tuple(r)) for r in df.collect())
-
-
-def _added_stats(dt: DeltaTable) -> dict[str, Any]:
-    """The statistics of the files the last commit added, merged over files.
-
-    A bound is known when every added file with a value in the column has it (how the rows
-    are split into files may differ between the two paths).
-    """
-    snapshot = dt.log.snapshot()
-    new = _commit_adds(dt, snapshot.version)
-    files = [json.loads(f.stats or "{}") for f in snapshot.add_files() if f.path in new]
-    merged: dict[str, Any] = {"numRecords": sum(f["numRecords"] for f in files)}
-    nulls: dict[str, int] = {}
-    for f in files:
-        for col, n in f["nullCount"].items():
-            nulls[col] = nulls.get(col, 0) + n
-    merged["nullCount"] = nulls
-    for which, pick in (("minValues", min), ("maxValues", max)):
-        bounds: dict[str, Any] = {}
-        for col in nulls:
-            values = [f[which].get(col) for f in files if f["nullCount"][col] < f["numRecords"]]
-            if values and all(v is not None for v in values):
-                bounds[col] = pick(values)
-        merged[which] = bounds
-    return merged
-
-
-def _commit_adds(dt: DeltaTable, version: int) -> set[str]:
-    """The paths the commit at ``version`` added without a deletion vector (new rows)."""
-    log_file = Path(dt.log.table_path) / "_delta_log" / f"{version:020d}.json"
-    adds: set[str] = set()
-    for line in log_file.read_text().splitlines():
-        action = json.loads(line)
-        if "add" in action and action["add"].get("deletionVector") is None:
-            adds.add(action["add"]["path"])
-    return adds
-
-
 def _update(
     spark: SparkSession, path: str, condition: str, sets: dict[str, str]
 ) -> tuple[UpdateMetrics | None, Exception | None]:
@@ -174,7 +99,7 @@ def _update_both(
     spark: SparkSession, base: str, root: Path, spy: _Spy, condition: str, sets: dict[str, str]
 ) -> bool:
     """Runs the UPDATE both ways; asserts the same outcome; True if the driver wrote it."""
-    on_driver, on_spark = _copy(base, root), _copy(base, root)
+    on_driver, on_spark = copy_table(base, root), copy_table(base, root)
     spy.results.clear()
     spy.force_spark = False
     driver_metrics, driver_error = _update(spark, on_driver, condition, sets)
@@ -186,8 +111,8 @@ def _update_both(
         assert not wrote
         return False
     a, b = DeltaTable.for_path(spark, on_driver), DeltaTable.for_path(spark, on_spark)
-    assert _rows(a.to_df()) == _rows(b.to_df()), (condition, sets)
-    stats_a, stats_b = _added_stats(a), _added_stats(b)
+    assert rows_text(a.to_df()) == rows_text(b.to_df()), (condition, sets)
+    stats_a, stats_b = added_stats(a), added_stats(b)
     assert stats_a == stats_b, (condition, sets, stats_a, stats_b)
     assert driver_metrics.num_updated_rows == spark_metrics.num_updated_rows
     assert driver_metrics.num_deletion_vectors_added == spark_metrics.num_deletion_vectors_added
@@ -233,7 +158,7 @@ def test_simple_updates_run_no_spark_job(
     sets: dict[str, str],
 ) -> None:
     assert _update_both(spark, base, tmp_path, spy, condition, sets)
-    path = _copy(base, tmp_path)
+    path = copy_table(base, tmp_path)
     spy.force_spark = False
     sc = spark.sparkContext
     group = f"driver-update-{uuid.uuid4().hex}"
@@ -279,7 +204,7 @@ def test_a_table_with_constraints_goes_to_spark(
     spark: SparkSession, tmp_path: Path, spy: _Spy
 ) -> None:
     path = str(tmp_path / "c")
-    deltatx.write(_data(spark, 0, 20), path, properties={"delta.constraints.pos": "id >= 0"})
+    deltatx.write(dml_data(spark, 0, 20), path, properties={"delta.constraints.pos": "id >= 0"})
     assert not _update_both(spark, path, tmp_path, spy, "n = 3", {"n": "0"})
 
 
@@ -320,7 +245,7 @@ def test_a_table_mapping_columns_by_name_updates_on_the_driver(
 ) -> None:
     path = str(tmp_path / "mapped")
     props = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}
-    deltatx.write(_data(spark, 0, 40), path, partition_by=["p"], properties=props)
+    deltatx.write(dml_data(spark, 0, 40), path, partition_by=["p"], properties=props)
     DeltaTable.for_path(spark, path).delete("id % 7 = 0")
     sets = {"n": "n * 2 + sm", "p": "'q'", "d": "d - 0.25"}
     assert _update_both(spark, path, tmp_path, spy, "s IS NULL OR n = 1", sets)

@@ -26,7 +26,12 @@ from deltatx.errors import InvalidConditionError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.metrics import MergeMetrics
 from deltatx.log.delta_log import DeltaLog
-from deltatx.spark.commands import merge_driver_source, merge_driver_write, merge_from_source
+from deltatx.spark.commands import (
+    driver_update,
+    merge_driver_source,
+    merge_driver_write,
+    merge_from_source,
+)
 
 from .test_merge_driver import merge_counts, null_heavy_rows
 
@@ -153,7 +158,13 @@ def driver_write_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(rows.num_rows)
         return real(txn, rows)
 
+    def copy_on_write_spy(txn: Any, candidates: Any, changed: Any, rows: Any) -> Any:
+        calls.append(rows.num_rows)
+        return real_rewrite(txn, candidates, changed, rows)
+
+    real_rewrite = merge_from_source.rewrite_for_merge
     monkeypatch.setattr(merge_from_source, "write_rows", spy)
+    monkeypatch.setattr(merge_from_source, "rewrite_for_merge", copy_on_write_spy)
     return calls
 
 
@@ -169,11 +180,17 @@ def _both(
     *,
     partition_by: list[str] | None = None,
     nan: bool = False,
+    copy_on_write: bool = False,
     **props: str,
 ) -> tuple[list[int], Path]:
     """Runs ``merge`` on the driver path and on the Spark path; returns the driver writes."""
     template = tmp_path / "template"
     _target(spark, template, partition_by=partition_by, **props)
+    if copy_on_write:
+        # Rows deleted by the vectors written before must stay deleted in the copies.
+        DeltaTable.for_path(spark, str(template)).set_properties(
+            {"delta.enableDeletionVectors": "false"}
+        )
     on_driver, in_spark = tmp_path / "driver", tmp_path / "spark"
     shutil.copytree(template, on_driver)
     shutil.copytree(template, in_spark)
@@ -199,6 +216,25 @@ def test_merge_writes_on_the_driver_what_spark_writes(
     # Deletes alone need no file: the deletion vectors are the change.
     assert written == ([] if case == "delete matched alone" else [written[0]])
     assert not written or written[0] > 0
+
+
+@pytest.mark.parametrize("case", sorted(ON_DRIVER))
+def test_copy_on_write_merge_copies_the_touched_files_on_the_driver(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    written, table = _both(spark, tmp_path, monkeypatch, ON_DRIVER[case], copy_on_write=True)
+    assert len(written) == 1
+    # No file of the new version carries a deletion vector: the touched files were rewritten.
+    assert not any(f.deletion_vector for f in DeltaLog.for_table(str(table)).snapshot().add_files())
+
+
+def test_copy_on_write_merge_past_the_caps_keeps_the_spark_write(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every live row of a touched file counts, not only the rows the merge writes.
+    monkeypatch.setattr(driver_update, "DRIVER_UPDATE_ROWS", 20)
+    written, _ = _both(spark, tmp_path, monkeypatch, _upsert, copy_on_write=True)
+    assert written == []
 
 
 @pytest.mark.parametrize("case", sorted(IN_SPARK))

@@ -65,10 +65,17 @@ class FileRows:
         matched: Physical row indexes (ascending ``int64``) of the live rows the condition is
             TRUE on.
         live: How many live rows the file has (physical rows less its deletion vector).
+        deleted: Physical row indexes (ascending ``int64``) its deletion vector deletes.
     """
 
     matched: npt.NDArray[np.int64]
     live: int
+    deleted: npt.NDArray[np.int64]
+
+    @property
+    def physical(self) -> int:
+        """How many rows the file stores, live or deleted."""
+        return self.live + len(self.deleted)
 
 
 def driver_matches(
@@ -116,7 +123,9 @@ def driver_matches(
         gone = np.asarray(deleted[index], dtype=np.int64)
         if len(gone):
             rows = rows[~np.isin(rows, gone)]
-        return FileRows(matched=rows.astype(np.int64, copy=False), live=columns.rows - len(gone))
+        return FileRows(
+            matched=rows.astype(np.int64, copy=False), live=columns.rows - len(gone), deleted=gone
+        )
 
     if len(files) <= 1:
         # Handing one file to a thread costs more than it saves (most 1% DML touch one).

@@ -29,12 +29,15 @@ from deltatx.spark.commands.common import (
     validate_condition,
 )
 from deltatx.spark.commands.driver_match import (
+    FileRows,
     as_file_matches,
     find_on_driver,
     matched_addresses,
 )
+from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
+    Rewritten,
     read_addressed,
     replaced_vectors,
     stage_copy_on_write,
@@ -91,14 +94,36 @@ def stage_delete(
         return _stage_dv_delete(
             txn, candidates, found_rows, predicate, condition, parameters, started
         )
-    hit = F.coalesce(condition_column(condition), F.lit(False))
     if use_dvs:
+        hit = F.coalesce(condition_column(condition), F.lit(False))
         hit_rows = read_addressed(spark, txn, candidates).filter(hit)
         matched = collect_addresses(hit_rows)
         if matched and records_changes(txn):
             deleted = tagged(without_address(hit_rows), ChangeType.DELETE)
             stage_change_data(txn, deleted, covering=candidates)
         return _stage_dv_delete(txn, candidates, matched, predicate, condition, parameters, started)
+    rewritten = None if found is None else rewrite_on_driver(txn, candidates, found, values=None)
+    if rewritten is None:
+        rewritten = _stage_spark_copy_on_write(spark, txn, candidates, condition, found)
+    metrics = DeleteMetrics(
+        num_added_files=len(rewritten.added),
+        num_removed_files=len(rewritten.removed),
+        num_deleted_rows=rewritten.matched_rows,
+        num_copied_rows=rewritten.copied_rows,
+        execution_time_ms=elapsed(),
+    )
+    return record(txn, OperationName.DELETE, metrics, parameters)
+
+
+def _stage_spark_copy_on_write(
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    condition: str | Column,
+    found: dict[int, FileRows] | None,
+) -> Rewritten:
+    """The Spark job's copy-on-write DELETE, and the change data it records."""
+    hit = F.coalesce(condition_column(condition), F.lit(False))
     rewritten = stage_copy_on_write(
         spark,
         txn,
@@ -114,14 +139,7 @@ def stage_delete(
         touched = without_address(read_addressed(spark, txn, rewritten.removed))
         deleted = tagged(touched.filter(hit), ChangeType.DELETE)
         stage_change_data(txn, deleted, covering=[*rewritten.removed, *rewritten.added])
-    metrics = DeleteMetrics(
-        num_added_files=len(rewritten.added),
-        num_removed_files=len(rewritten.removed),
-        num_deleted_rows=rewritten.matched_rows,
-        num_copied_rows=rewritten.copied_rows,
-        execution_time_ms=elapsed(),
-    )
-    return record(txn, OperationName.DELETE, metrics, parameters)
+    return rewritten
 
 
 def _stage_dv_delete(

@@ -87,19 +87,12 @@ def update_on_driver(
     Raises:
         InvalidTableError: A touched data file is missing or is not readable Parquet.
     """
-    if not _table_allows(txn) or not _within_caps(candidates, matched):
+    if not driver_writes_allowed(txn) or not _within_caps(candidates, matched):
         return None
-    values = _translated(txn.schema, assignments)
+    values = translate_assignments(txn.schema, assignments)
     if values is None:
         return None
-    mode = str(txn.configuration.column_mapping_mode)
-    reader = FileReader(
-        table_path=txn.log.table_path,
-        schema=to_spark_schema(txn.schema),
-        table_schema_json=txn.schema.to_json(),
-        partition_columns=txn.partition_columns,
-        column_mapping=mode,
-    )
+    reader = driver_reader(txn)
     plan = driver_write_plan(txn)
     step("writing")
 
@@ -107,7 +100,7 @@ def update_on_driver(
         positions = np.asarray(matched[index], dtype=np.int64)
         out: list[pa.Table] = []
         for batch in reader.read_rows(file_task(candidates[index]), positions):
-            updated = _updated(pa.Table.from_batches([batch]), values, txn.schema)
+            updated = apply_assignments(pa.Table.from_batches([batch]), values, txn.schema)
             if updated is None:
                 return None
             out.append(updated)
@@ -171,7 +164,19 @@ def driver_write_plan(txn: OptimisticTransaction) -> WritePlan:
     )
 
 
-def _table_allows(txn: OptimisticTransaction) -> bool:
+def driver_reader(txn: OptimisticTransaction) -> FileReader:
+    """Reads the transaction's data files on the driver, in the table schema."""
+    return FileReader(
+        table_path=txn.log.table_path,
+        schema=to_spark_schema(txn.schema),
+        table_schema_json=txn.schema.to_json(),
+        partition_columns=txn.partition_columns,
+        column_mapping=str(txn.configuration.column_mapping_mode),
+    )
+
+
+def driver_writes_allowed(txn: OptimisticTransaction) -> bool:
+    """Whether the table lets the driver write rows: no SQL to run in Spark, no change feed."""
     config = txn.configuration
     return not (config.generated_columns or config.constraint_checks or records_changes(txn))
 
@@ -188,9 +193,10 @@ def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, RowIndexes
     return estimated <= DRIVER_UPDATE_BYTES
 
 
-def _translated(
+def translate_assignments(
     schema: StructType, assignments: Mapping[str, str | SparkColumn]
 ) -> dict[str, Value] | None:
+    """The SET as the driver's value IR by column, or None when the driver cannot run it all."""
     out: dict[str, Value] = {}
     for name, text in assignments.items():
         field = schema.get(name)
@@ -270,7 +276,9 @@ def _number(text: str) -> Literal | None:
     return None
 
 
-def _updated(rows: pa.Table, values: Mapping[str, Value], schema: StructType) -> pa.Table | None:
+def apply_assignments(
+    rows: pa.Table, values: Mapping[str, Value], schema: StructType
+) -> pa.Table | None:
     """``rows`` with the SET applied (every value reads the old row), or None to use Spark."""
     new: dict[str, pa.Array] = {}
     for name, value in values.items():

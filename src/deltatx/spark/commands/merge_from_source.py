@@ -3,9 +3,10 @@
 Only target rows a source row matches can change, so the target is read only where the
 source's join keys reach (file statistics against the keys' range) and joined with the source
 in one pass that keeps the matched pairs. A small source on key equalities is matched on the
-driver instead (:mod:`deltatx.spark.commands.merge_driver_source`); with deletion vectors,
-rows taken from the source alone are then also written there
-(:mod:`deltatx.spark.commands.merge_driver_write`), and the source's one ``toArrow`` is the
+driver instead (:mod:`deltatx.spark.commands.merge_driver_source`); rows taken from the
+source alone are then also written there (:mod:`deltatx.spark.commands.merge_driver_write`),
+and, copy-on-write, so are the unchanged rows of the touched files
+(:mod:`deltatx.spark.commands.driver_rewrite`): the source's one ``toArrow`` is then the
 statement's only Spark job.
 """
 
@@ -48,6 +49,7 @@ from deltatx.spark.commands.common import (
     record,
     write_data,
 )
+from deltatx.spark.commands.driver_rewrite import copies_fit, rewrite_for_merge
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.merge_analysis import SOURCE_ROW, Analysis, analyse
 from deltatx.spark.commands.merge_clauses import (
@@ -127,7 +129,7 @@ def stage_source_driven(
             target_alias=target_alias,
             codec=str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy")),
         )
-        if use_dvs and local is not None
+        if local is not None
         else None
     )
     # When the driver both matches and writes, every name the merge uses was checked against
@@ -202,7 +204,10 @@ def stage_source_driven(
             rest = table.filter(
                 pc.invert(pc.is_in(table.column(SOURCE_ROW), value_set=found.source_rows))
             )
-            if written_by is not None:
+            # Copy-on-write also copies the unchanged rows of the touched files on the driver.
+            if written_by is not None and (
+                use_dvs or copies_fit(txn, [candidates[i] for i in found.touched])
+            ):
                 driver_rows = written_by.rows(
                     txn, table, pairs.column(arrow_join.SOURCE_ROW), rest.column(SOURCE_ROW)
                 )
@@ -250,7 +255,10 @@ def stage_source_driven(
             file_metrics([candidates[i] for i in copy_from])[0] - num_changed if copy_from else 0
         )
         added: list[AddFile] = []
-        if driver_rows is not None:
+        if driver_rows is not None and not use_dvs:
+            touched_rows = {i: found.changed[i] for i in touched}
+            added = rewrite_for_merge(txn, candidates, touched_rows, driver_rows)
+        elif driver_rows is not None:
             if driver_rows.num_rows:
                 step("writing")
                 added = write_rows(txn, driver_rows)

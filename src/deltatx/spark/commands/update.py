@@ -39,9 +39,11 @@ from deltatx.spark.commands.driver_match import (
     find_on_driver,
     matched_addresses,
 )
-from deltatx.spark.commands.driver_update import update_on_driver
+from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
+from deltatx.spark.commands.driver_update import translate_assignments, update_on_driver
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
+    Rewritten,
     read_addressed,
     replaced_vectors,
     stage_copy_on_write,
@@ -91,6 +93,10 @@ def stage_update(
         metrics = _stage_dv_changes(txn, candidates, matched, added, started)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
         return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
+    rewritten = None if use_dvs else _rewrite_on_driver(txn, candidates, found, set)
+    if rewritten is not None:
+        metrics = _copy_on_write_metrics(rewritten, started)
+        return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
     # One empty frame for both analyses: creating it is a round trip to the JVM.
     frame = empty_table_frame(spark, txn.schema)
     assignments = validate_assignments(spark, txn, set, frame=frame)
@@ -120,13 +126,7 @@ def stage_update(
                 touched.filter(cond), _updated_columns(txn, F.lit(True), assignments)
             )
             stage_change_data(txn, changes, covering=[*rewritten.removed, *rewritten.added])
-        metrics = UpdateMetrics(
-            num_added_files=len(rewritten.added),
-            num_removed_files=len(rewritten.removed),
-            num_updated_rows=rewritten.matched_rows,
-            num_copied_rows=rewritten.copied_rows,
-            execution_time_ms=int((time.monotonic() - started) * 1000),
-        )
+        metrics = _copy_on_write_metrics(rewritten, started)
     return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
 
 
@@ -139,6 +139,34 @@ def _updated_columns(
         else F.col(quote_column(f.name))
         for f in txn.schema.fields
     ]
+
+
+def _copy_on_write_metrics(rewritten: Rewritten, started: float) -> UpdateMetrics:
+    return UpdateMetrics(
+        num_added_files=len(rewritten.added),
+        num_removed_files=len(rewritten.removed),
+        num_updated_rows=rewritten.matched_rows,
+        num_copied_rows=rewritten.copied_rows,
+        execution_time_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _rewrite_on_driver(
+    txn: OptimisticTransaction,
+    candidates: list[AddFile],
+    found: dict[int, FileRows] | None,
+    texts: Mapping[str, str | Column],
+) -> Rewritten | None:
+    """A copy-on-write UPDATE rewritten and staged on the driver, or None to use Spark.
+
+    See :mod:`~deltatx.spark.commands.driver_rewrite` for when it applies.
+    """
+    if found is None:
+        return None
+    values = translate_assignments(txn.schema, texts)
+    if values is None:
+        return None
+    return rewrite_on_driver(txn, candidates, found, values=values)
 
 
 def _update_on_driver(

@@ -228,23 +228,28 @@ class FileReader:
 
     def read(self, task: FileTask) -> Iterator[pa.RecordBatch]:
         """The live rows of one file, with its deletion vector applied."""
-        parquet = self._open(task.path)
-        layout = self._layout(parquet, task)
         deleted: np.ndarray | None = None
         if task.deletion_vector is not None:
             deleted = deleted_row_indexes(
                 self.table_path, task.deletion_vector, data_file=task.path
             )
         first_row = 0
-        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=layout.wanted):
+        for batch in self.read_physical(task):
             rows = batch.num_rows
-            out = self._conform(batch, layout)
+            out = batch
             if deleted is not None:
                 positions = np.arange(first_row, first_row + rows, dtype=np.int64)
                 out = out.filter(pa.array(live_mask(deleted, positions)))
             first_row += rows
             if out.num_rows:
                 yield out
+
+    def read_physical(self, task: FileTask) -> Iterator[pa.RecordBatch]:
+        """Every row one file stores, in file order, its deletion vector not applied."""
+        parquet = self._open(task.path)
+        layout = self._layout(parquet, task)
+        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=layout.wanted):
+            yield self._conform(batch, layout)
 
     def read_rows(self, task: FileTask, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
         """The rows of one file at physical indexes ``rows`` (ascending), in that order.

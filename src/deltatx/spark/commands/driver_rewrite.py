@@ -1,0 +1,266 @@
+"""Copy-on-write DML rewritten on the driver: no Spark job when the change is small.
+
+Once the driver has found the matched rows (:mod:`deltatx.spark.commands.driver_match`), each
+touched file is read whole with pyarrow. The rows its deletion vector deletes are dropped, and
+so are the matched rows for a DELETE; an UPDATE applies its SET to the matched rows in place
+(:mod:`deltatx.log.row_level.arrow_assignments`), so the file's row order is kept. Each file's
+result goes to new files of its own, written by the ``format("delta")`` task writer (same file
+naming, compression and footer statistics), the touched files read and written at once by the
+driver's threads. The commit is the same remove-and-add the Spark job stages. A copy-on-write
+MERGE whose new rows the driver builds from its copy of the source
+(:mod:`deltatx.spark.commands.merge_driver_write`) copies the unchanged rows of its touched
+files the same way.
+
+It steps aside, and the statement runs its Spark job, on the grounds the driver UPDATE with
+deletion vectors does (:mod:`deltatx.spark.commands.driver_update`), and when the touched
+files hold more than :data:`~deltatx.spark.commands.driver_update.DRIVER_UPDATE_ROWS` rows or
+:data:`~deltatx.spark.commands.driver_update.DRIVER_UPDATE_BYTES` bytes: every row of a touched
+file counts, since every live row is written again. A rewrite that gives up or fails part way
+leaves none of the files it wrote behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, wait
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltatx.errors import InvalidTableError
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.deletion_vectors import num_records
+from deltatx.log.row_level.arrow_assignments import Value
+from deltatx.log.row_level.arrow_matching import FileRows
+from deltatx.log.row_level.driver_threads import driver_pool
+from deltatx.log.transaction import OptimisticTransaction
+from deltatx.progress import step
+from deltatx.spark.commands import driver_update
+from deltatx.spark.commands.driver_update import (
+    apply_assignments,
+    driver_reader,
+    driver_write_plan,
+    driver_writes_allowed,
+)
+from deltatx.spark.commands.rewrite import Rewritten
+from deltatx.spark.datasource.reader import FileReader, file_task
+from deltatx.spark.datasource.task_files import TaskFiles
+from deltatx.spark.dv_filter import deleted_row_indexes
+
+
+@dataclass(frozen=True, slots=True)
+class _FileRewrite:
+    """One touched file and what becomes of its rows (physical row indexes).
+
+    Attributes:
+        add: The file.
+        physical: How many rows the statement's read found in it (None: not counted).
+        deleted: The rows its deletion vector deletes.
+        dropped: The rows the statement removes.
+        updated: The rows the statement's SET applies to.
+    """
+
+    add: AddFile
+    physical: int | None
+    deleted: npt.NDArray[np.int64]
+    dropped: npt.NDArray[np.int64]
+    updated: npt.NDArray[np.int64]
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def rewrite_on_driver(
+    txn: OptimisticTransaction,
+    candidates: Sequence[AddFile],
+    found: Mapping[int, FileRows],
+    *,
+    values: Mapping[str, Value] | None,
+) -> Rewritten | None:
+    """Rewrites the files holding matched rows and stages it; None to use the Spark job.
+
+    Args:
+        txn: The transaction to stage into (nothing is staged when None is returned).
+        candidates: The files the statement read, indexed as in ``found``.
+        found: Candidate index -> the live rows the condition matches in it.
+        values: An UPDATE's SET, translated for the driver; None for a DELETE.
+
+    Raises:
+        InvalidTableError: A touched data file is missing or is not readable Parquet.
+    """
+    deleting = values is None
+    touched = sorted(i for i, rows in found.items() if len(rows.matched))
+    # A DELETE drops a file whose live rows all match without reading it.
+    rewritten = [i for i in touched if not (deleting and len(found[i].matched) == found[i].live)]
+    jobs = [
+        _FileRewrite(
+            add=candidates[i],
+            physical=found[i].physical,
+            deleted=found[i].deleted,
+            dropped=found[i].matched if deleting else _NONE,
+            updated=_NONE if deleting else found[i].matched,
+        )
+        for i in rewritten
+    ]
+    rows = sum(found[i].physical for i in rewritten)
+    if jobs and not (driver_writes_allowed(txn) and _within_caps(rows, jobs)):
+        return None
+    added: list[AddFile] = []
+    if jobs:
+        step("writing")
+        files = _write(txn, jobs, values)
+        if files is None:
+            return None
+        added = files
+    removed = [candidates[i] for i in touched]
+    txn.remove_files(removed)
+    txn.add_files(added)
+    return Rewritten(
+        added=added,
+        removed=removed,
+        matched_rows=sum(len(found[i].matched) for i in touched),
+        copied_rows=sum(found[i].live - len(found[i].matched) for i in rewritten),
+    )
+
+
+def copies_fit(txn: OptimisticTransaction, files: Sequence[AddFile]) -> bool:
+    """Whether the driver may copy the live rows of ``files`` (a copy-on-write MERGE's)."""
+    counts = [num_records(f.stats) for f in files]
+    if any(n is None for n in counts) or not driver_writes_allowed(txn):
+        return False
+    return _within_caps(sum(n or 0 for n in counts), files)
+
+
+def rewrite_for_merge(
+    txn: OptimisticTransaction,
+    candidates: Sequence[AddFile],
+    changed: Mapping[int, Sequence[int]],
+    new_rows: pa.Table,
+) -> list[AddFile]:
+    """A copy-on-write MERGE's files: ``new_rows`` and each touched file less its changed rows.
+
+    Args:
+        txn: The transaction (nothing is staged: the caller adds and removes the files).
+        candidates: The files the statement read, indexed as in ``changed``.
+        changed: Candidate index -> physical indexes of the rows a clause updates or deletes.
+        new_rows: The updated rows' new versions and the inserted rows.
+
+    Raises:
+        InvalidTableError: A touched data file is missing or is not readable Parquet.
+    """
+    jobs = []
+    for i in sorted(changed):
+        add = candidates[i]
+        dv = add.deletion_vector
+        jobs.append(
+            _FileRewrite(
+                add=add,
+                physical=num_records(add.stats),
+                deleted=_NONE
+                if dv is None
+                else deleted_row_indexes(txn.log.table_path, dv, data_file=add.path),
+                dropped=np.asarray(changed[i], dtype=np.int64),
+                updated=_NONE,
+            )
+        )
+    step("writing")
+    files = _write(txn, jobs, None, new_rows=new_rows)
+    if files is None:
+        raise InvalidTableError(
+            "a data file the MERGE touched no longer holds the rows its statistics record"
+        )
+    return files
+
+
+def _within_caps(rows: int, files: Sequence[AddFile | _FileRewrite]) -> bool:
+    size = sum(f.size if isinstance(f, AddFile) else f.add.size for f in files)
+    return rows <= driver_update.DRIVER_UPDATE_ROWS and size <= driver_update.DRIVER_UPDATE_BYTES
+
+
+def _write(
+    txn: OptimisticTransaction,
+    jobs: Sequence[_FileRewrite],
+    values: Mapping[str, Value] | None,
+    *,
+    new_rows: pa.Table | None = None,
+) -> list[AddFile] | None:
+    """The new files of every rewritten file (and of ``new_rows``), or None (none left)."""
+    reader = driver_reader(txn)
+    plan = driver_write_plan(txn)
+    extra = [] if new_rows is None or not new_rows.num_rows else [new_rows]
+    outputs = [TaskFiles(plan) for _ in range(len(jobs) + len(extra))]
+
+    def work(k: int) -> list[AddFile] | None:
+        if k < len(jobs):
+            return _rewrite_file(txn, reader, outputs[k], jobs[k], values)
+        # One batch, so that the file has no empty row group (a chunk of no rows).
+        for batch in extra[k - len(jobs)].combine_chunks().to_batches():
+            outputs[k].add(batch)
+        return outputs[k].close()
+
+    try:
+        if len(outputs) == 1:
+            # Handing one file to a thread costs more than it saves.
+            results = [work(0)]
+        else:
+            futures: list[Future[list[AddFile] | None]] = [
+                driver_pool().submit(work, k) for k in range(len(outputs))
+            ]
+            # Every rewrite ends before any is judged: a failed one's siblings may still be
+            # writing files that must be discarded with the rest.
+            wait(futures)
+            results = [f.result() for f in futures]
+    except BaseException:
+        _discard(outputs)
+        raise
+    if any(r is None for r in results):
+        _discard(outputs)
+        return None
+    return [add for r in results if r is not None for add in r]
+
+
+def _discard(outputs: Sequence[TaskFiles]) -> None:
+    for out in outputs:
+        out.discard()
+
+
+def _rewrite_file(
+    txn: OptimisticTransaction,
+    reader: FileReader,
+    out: TaskFiles,
+    job: _FileRewrite,
+    values: Mapping[str, Value] | None,
+) -> list[AddFile] | None:
+    """One touched file written again without its deleted rows, with its updates applied."""
+    table = pa.Table.from_batches(
+        list(reader.read_physical(file_task(job.add))), schema=reader.arrow_schema
+    )
+    physical = table.num_rows
+    if job.physical is not None and physical != job.physical:
+        # The file is not the one the statement read: a concurrent change is no reason to guess.
+        return None
+    keep = np.ones(physical, dtype=bool)
+    keep[job.deleted] = False
+    keep[job.dropped] = False
+    if values is not None and len(job.updated):
+        updated = apply_assignments(table.take(pa.array(job.updated)), values, txn.schema)
+        if updated is None:
+            return None
+        hit = np.zeros(physical, dtype=bool)
+        hit[job.updated] = True
+        mask = pa.array(hit)
+        table = table.combine_chunks()
+        for name in values:
+            at = table.schema.get_field_index(name)
+            column = pc.replace_with_mask(
+                table.column(at).combine_chunks(), mask, updated.column(name).combine_chunks()
+            )
+            table = table.set_column(at, table.schema.field(at), column)
+    if not keep.all():
+        table = table.filter(pa.array(keep))
+    for batch in table.combine_chunks().to_batches():
+        out.add(batch)
+    return out.close()
