@@ -156,22 +156,13 @@ def _measure_size(
     log: Callable[[str], None],
 ) -> tuple[list[Row], float]:
     """Every row of one size, and the measured on-disk bytes per row of its target."""
-    import deltatx
     from deltatx import DeltaTable
 
     timer = Timer(spark)
     spark_version, rs_version = spark_cases._versions()
     files = max(1, n // sizes.rows_per_file)
     size = f"{n:,} rows in {files} files, 1% changed"
-    templates: dict[bool, str] = {}
-    for dv in (False, True):
-        templates[dv] = spark_cases._fresh(os.path.join(workdir, f"scale-template-{int(dv)}"))
-        deltatx.write(
-            spark_cases.dml_target(spark, n, files),
-            templates[dv],
-            mode="append",
-            properties=spark_cases._DV if dv else spark_cases._COW,
-        )
+    templates = spark_cases.dml_templates(spark, workdir, n, files, name="scale-template")
     bytes_per_row = max(_tree_bytes(t) for t in templates.values()) / n
     run_dir = os.path.join(workdir, "scale-run")
     rows: list[Row] = []

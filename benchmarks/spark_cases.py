@@ -477,22 +477,34 @@ def _files_rewritten(table: str) -> str:
 # -- case 8: deletion vectors -----------------------------------------------------------------
 
 
+def dml_templates(
+    spark: SparkSession, workdir: str, rows: int, files: int, *, name: str
+) -> dict[bool, str]:
+    """The DML target copy-on-write (``False``) and with deletion vectors (``True``).
+
+    One write, then a copy whose table property turns deletion vectors on: both hold the same
+    data files, so the rows a statement touches lie in the same files on either side (two
+    writes range-partition by a sample each, and a 1% range could span one file in one and
+    two in the other).
+    """
+    import deltatx
+    from deltatx import DeltaTable
+
+    cow = _fresh(os.path.join(workdir, f"{name}-0"))
+    deltatx.write(dml_target(spark, rows, files), cow, mode="append", properties=_COW)
+    dv = os.path.join(workdir, f"{name}-1")
+    _copy(cow, dv)
+    DeltaTable.for_path(spark, dv).set_properties(_DV)
+    return {False: cow, True: dv}
+
+
 def case_deletion_vectors(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[Row]:
     """Case 8: DML with deletion vectors vs deltatx's own copy-on-write; reading with DVs."""
-    import deltatx
     from deltatx import DeltaTable
 
     timer = Timer(spark)
     n = sizes.dv_rows
-    templates: dict[bool, str] = {}
-    for dv in (True, False):
-        templates[dv] = _fresh(os.path.join(workdir, f"dv-template-{int(dv)}"))
-        deltatx.write(
-            dml_target(spark, n, sizes.dv_files),
-            templates[dv],
-            mode="append",
-            properties=_DV if dv else _COW,
-        )
+    templates = dml_templates(spark, workdir, n, sizes.dv_files, name="dv-template")
     run_dir = os.path.join(workdir, "dv-run")
     size = f"{n:,}-row target in {sizes.dv_files} files, 1% changed"
     rows: list[Row] = []

@@ -57,14 +57,14 @@ class _FileRewrite:
 
     Attributes:
         add: The file.
-        physical: How many rows the statement's read found in it (None: not counted).
+        physical: How many rows the file stores, as the statement counted them.
         deleted: The rows its deletion vector deletes.
         dropped: The rows the statement removes.
         updated: The rows the statement's SET applies to.
     """
 
     add: AddFile
-    physical: int | None
+    physical: int
     deleted: npt.NDArray[np.int64]
     dropped: npt.NDArray[np.int64]
     updated: npt.NDArray[np.int64]
@@ -155,10 +155,13 @@ def rewrite_for_merge(
     for i in sorted(changed):
         add = candidates[i]
         dv = add.deletion_vector
+        records = num_records(add.stats)
+        if records is None:  # copies_fit admits only files whose rows the log counts
+            raise InvalidTableError(f"data file {add.path} has no row count in the log")
         jobs.append(
             _FileRewrite(
                 add=add,
-                physical=num_records(add.stats),
+                physical=records,
                 deleted=_NONE
                 if dv is None
                 else deleted_row_indexes(txn.log.table_path, dv, data_file=add.path),
@@ -235,32 +238,25 @@ def _rewrite_file(
     values: Mapping[str, Value] | None,
 ) -> list[AddFile] | None:
     """One touched file written again without its deleted rows, with its updates applied."""
-    table = pa.Table.from_batches(
-        list(reader.read_physical(file_task(job.add))), schema=reader.arrow_schema
-    )
-    physical = table.num_rows
-    if job.physical is not None and physical != job.physical:
-        # The file is not the one the statement read: a concurrent change is no reason to guess.
-        return None
-    keep = np.ones(physical, dtype=bool)
-    keep[job.deleted] = False
-    keep[job.dropped] = False
+    drop = np.concatenate([job.deleted, job.dropped])
+    batches = reader.read_physical(file_task(job.add), drop=drop, rows=job.physical)
+    table = pa.Table.from_batches(list(batches), schema=reader.arrow_schema).combine_chunks()
     if values is not None and len(job.updated):
-        updated = apply_assignments(table.take(pa.array(job.updated)), values, txn.schema)
+        # The updated rows' places among the kept rows: each moves up by the rows deleted
+        # before it (an UPDATE drops no other row).
+        at = job.updated - np.searchsorted(job.deleted, job.updated)
+        updated = apply_assignments(table.take(pa.array(at)), values, txn.schema)
         if updated is None:
             return None
-        hit = np.zeros(physical, dtype=bool)
-        hit[job.updated] = True
+        hit = np.zeros(table.num_rows, dtype=bool)
+        hit[at] = True
         mask = pa.array(hit)
-        table = table.combine_chunks()
         for name in values:
-            at = table.schema.get_field_index(name)
+            i = table.schema.get_field_index(name)
             column = pc.replace_with_mask(
-                table.column(at).combine_chunks(), mask, updated.column(name).combine_chunks()
+                table.column(i).combine_chunks(), mask, updated.column(name).combine_chunks()
             )
-            table = table.set_column(at, table.schema.field(at), column)
-    if not keep.all():
-        table = table.filter(pa.array(keep))
-    for batch in table.combine_chunks().to_batches():
+            table = table.set_column(i, table.schema.field(i), column)
+    for batch in table.to_batches():
         out.add(batch)
     return out.close()

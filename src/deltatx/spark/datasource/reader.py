@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType as SparkStructType
 
+from deltatx.errors import InvalidTableError
 from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor
 from deltatx.kernel.column_mapping import ID_KEY, ColumnMappingMode, physical_schema
 from deltatx.kernel.expressions import Expression
@@ -32,7 +33,7 @@ from deltatx.kernel.values import kind_of_type, parse_partition_value
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark.datasource.arrow_names import field_id_names, renamed
 from deltatx.spark.datasource.filters import conjunction
-from deltatx.spark.dv_filter import deleted_row_indexes, live_mask
+from deltatx.spark.dv_filter import deleted_row_indexes
 from deltatx.spark.schema import to_spark_schema
 from deltatx.spark.write import TableLocation
 
@@ -233,23 +234,56 @@ class FileReader:
             deleted = deleted_row_indexes(
                 self.table_path, task.deletion_vector, data_file=task.path
             )
-        first_row = 0
-        for batch in self.read_physical(task):
-            rows = batch.num_rows
-            out = batch
-            if deleted is not None:
-                positions = np.arange(first_row, first_row + rows, dtype=np.int64)
-                out = out.filter(pa.array(live_mask(deleted, positions)))
-            first_row += rows
-            if out.num_rows:
-                yield out
+        yield from self.read_physical(task, drop=deleted)
 
-    def read_physical(self, task: FileTask) -> Iterator[pa.RecordBatch]:
-        """Every row one file stores, in file order, its deletion vector not applied."""
-        parquet = self._open(task.path)
+    def read_physical(
+        self, task: FileTask, *, drop: np.ndarray | None = None, rows: int | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows one file stores, in file order, less those at physical indexes ``drop``.
+
+        The file's deletion vector is not applied: the caller names the rows to leave out in
+        ``drop`` (in any order). Rows are dropped before strings are decoded, so a file mostly
+        dropped costs little more than its stored bytes.
+
+        Args:
+            task: The file.
+            drop: Physical row indexes to leave out.
+            rows: How many rows the file must store.
+
+        Raises:
+            InvalidTableError: The file does not store ``rows`` rows, or ``drop`` names a row
+                past its end.
+        """
+        parquet = self._open(task.path, dictionaries=self.string_columns)
+        stored = parquet.metadata.num_rows
+        if rows is not None and stored != rows:
+            raise InvalidTableError(
+                f"data file {task.path} stores {stored} rows where {rows} were read from it "
+                "earlier (the file changed outside the table's log)"
+            )
+        keep: np.ndarray | None = None
+        if drop is not None and len(drop):
+            last = int(drop.max())
+            if last >= stored:
+                raise InvalidTableError(
+                    f"the deletion vector of data file {task.path} deletes row {last} of its "
+                    f"{stored}"
+                )
+            keep = np.ones(stored, dtype=bool)
+            keep[drop] = False
         layout = self._layout(parquet, task)
-        for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=layout.wanted):
-            yield self._conform(batch, layout)
+        first_row = 0
+        # A row group at a time: decoding whole column chunks took half the time of pyarrow's
+        # batch iterator over the same rows.
+        for group in range(parquet.metadata.num_row_groups):
+            table = parquet.read_row_group(group, columns=layout.wanted)
+            count = table.num_rows
+            if keep is not None:
+                table = table.filter(pa.array(keep[first_row : first_row + count]))
+            first_row += count
+            for batch in table.to_batches(max_chunksize=_BATCH_ROWS):
+                if batch.num_rows:
+                    yield self._conform(batch, layout)
 
     def read_rows(self, task: FileTask, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
         """The rows of one file at physical indexes ``rows`` (ascending), in that order.
