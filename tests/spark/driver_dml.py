@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,22 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltatx import DeltaTable
+
+# Conditions over dml_data's columns: comparisons, IN with a NULL, IS NULL, a bare boolean,
+# three-valued NOT and OR, and one that matches nothing.
+DML_CONDITIONS = [
+    "n = 3",
+    "id < 30",
+    "s IS NULL",
+    "b",
+    "n IN (1, NULL)",
+    "p = 'x'",
+    "NOT (n <=> 2) AND id % 2 = 0",
+    "NOT (n <=> 2)",
+    "sm > 2 OR t = 'b'",
+    "id >= 60",
+    "id = 1000000",
+]
 
 
 def dml_data(spark: SparkSession, lo: int, hi: int) -> DataFrame:
@@ -89,3 +107,67 @@ def commit_adds(dt: DeltaTable, version: int) -> set[str]:
         if "add" in action and action["add"].get("deletionVector") is None:
             adds.add(action["add"]["path"])
     return adds
+
+
+class DriverSpy:
+    """Stands in for a driver path: records what it returned, or forces the Spark job."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real = real
+        self.force_spark = False
+        self.results: list[Any] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.force_spark:
+            return None
+        out = self.real(*args, **kwargs)
+        self.results.append(out)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class BothWays:
+    """A statement run on two copies of a table: by the driver path and by the Spark job."""
+
+    wrote: bool
+    driver_metrics: Any
+    spark_metrics: Any
+    driver_table: DeltaTable
+    spark_table: DeltaTable
+
+
+def run_both_ways(
+    spark: SparkSession,
+    base: str,
+    root: Path,
+    spy: DriverSpy,
+    statement: Callable[[DeltaTable], Any],
+) -> BothWays | None:
+    """Runs ``statement`` on two copies of ``base``, the second forced into the Spark job.
+
+    Asserts that both end alike: the same error, or the same rows. Returns None when both
+    failed (the driver path then must not have written).
+    """
+    on_driver, on_spark = copy_table(base, root), copy_table(base, root)
+    spy.results.clear()
+    spy.force_spark = False
+    driver_metrics, driver_error = _attempt(statement, DeltaTable.for_path(spark, on_driver))
+    wrote = any(r is not None for r in spy.results)
+    spy.force_spark = True
+    spark_metrics, spark_error = _attempt(statement, DeltaTable.for_path(spark, on_spark))
+    assert type(driver_error) is type(spark_error), (driver_error, spark_error)
+    if driver_metrics is None or spark_metrics is None:
+        assert not wrote
+        return None
+    a, b = DeltaTable.for_path(spark, on_driver), DeltaTable.for_path(spark, on_spark)
+    assert rows_text(a.to_df()) == rows_text(b.to_df())
+    return BothWays(wrote, driver_metrics, spark_metrics, a, b)
+
+
+def _attempt(
+    statement: Callable[[DeltaTable], Any], dt: DeltaTable
+) -> tuple[Any, Exception | None]:
+    try:
+        return statement(dt), None
+    except Exception as exc:  # the two paths must refuse alike
+        return None, exc

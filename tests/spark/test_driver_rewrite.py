@@ -26,20 +26,16 @@ import deltatx
 from deltatx import DeltaTable
 from deltatx.spark.commands import delete, driver_rewrite, driver_update, update
 
-from .driver_dml import added_stats, commit_adds, copy_table, dml_data, rows_text
+from .driver_dml import (
+    DML_CONDITIONS,
+    DriverSpy,
+    added_stats,
+    commit_adds,
+    copy_table,
+    dml_data,
+    run_both_ways,
+)
 
-_CONDITIONS = [
-    "n = 3",
-    "id < 30",
-    "s IS NULL",
-    "b",
-    "n IN (1, NULL)",
-    "p = 'x'",
-    "NOT (n <=> 2) AND id % 2 = 0",
-    "sm > 2 OR t = 'b'",
-    "id >= 60",
-    "id = 1000000",
-]
 # SET values the driver evaluates (the driver UPDATE suite covers the ones it refuses).
 _SETS: Mapping[str, list[str]] = {
     "n": ["NULL", "n + 1", "n - id", "-7"],
@@ -66,67 +62,37 @@ def base(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
-class _Spy:
-    """Records what the driver path staged; can force the Spark job instead."""
-
-    def __init__(self) -> None:
-        self.force_spark = False
-        self.results: list[Any] = []
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.force_spark:
-            return None
-        out = driver_rewrite.rewrite_on_driver(*args, **kwargs)
-        self.results.append(out)
-        return out
-
-
 @pytest.fixture
-def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Spy]:
-    s = _Spy()
+def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[DriverSpy]:
+    s = DriverSpy(driver_rewrite.rewrite_on_driver)
     monkeypatch.setattr(delete, "rewrite_on_driver", s)
     monkeypatch.setattr(update, "rewrite_on_driver", s)
     yield s
 
 
-def _run(spark: SparkSession, path: str, condition: str, sets: dict[str, str] | None) -> Any:
-    dt = DeltaTable.for_path(spark, path)
-    try:
-        if sets is None:
-            return dt.delete(condition), None
-        return dt.update(condition, set=sets), None
-    except Exception as exc:  # the two paths must refuse alike
-        return None, exc
+def _run(dt: DeltaTable, condition: str, sets: dict[str, str] | None) -> Any:
+    return dt.delete(condition) if sets is None else dt.update(condition, set=sets)
 
 
 def _both(
     spark: SparkSession,
     base: str,
     root: Path,
-    spy: _Spy,
+    spy: DriverSpy,
     condition: str,
     sets: dict[str, str] | None,
 ) -> bool:
     """Runs the statement both ways; asserts the same outcome; True if the driver wrote it."""
-    on_driver, on_spark = copy_table(base, root), copy_table(base, root)
-    spy.results.clear()
-    spy.force_spark = False
-    driver_metrics, driver_error = _run(spark, on_driver, condition, sets)
-    wrote = any(r is not None for r in spy.results)
-    spy.force_spark = True
-    spark_metrics, spark_error = _run(spark, on_spark, condition, sets)
-    assert type(driver_error) is type(spark_error), (driver_error, spark_error)
-    if driver_metrics is None or spark_metrics is None:
-        assert not wrote
+    both = run_both_ways(spark, base, root, spy, lambda dt: _run(dt, condition, sets))
+    if both is None:
         return False
-    a, b = DeltaTable.for_path(spark, on_driver), DeltaTable.for_path(spark, on_spark)
-    assert rows_text(a.to_df()) == rows_text(b.to_df()), (condition, sets)
+    a, b = both.driver_table, both.spark_table
     if commit_adds(a, a.version()) or commit_adds(b, b.version()):
         assert added_stats(a) == added_stats(b), (condition, sets)
     changed = "num_deleted_rows" if sets is None else "num_updated_rows"
     for name in (changed, "num_copied_rows", "num_removed_files"):
-        assert getattr(driver_metrics, name) == getattr(spark_metrics, name), name
-    return wrote
+        assert getattr(both.driver_metrics, name) == getattr(both.spark_metrics, name), name
+    return both.wrote
 
 
 @settings(
@@ -135,7 +101,7 @@ def _both(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    condition=st.sampled_from(_CONDITIONS),
+    condition=st.sampled_from(DML_CONDITIONS),
     sets=st.none()
     | st.dictionaries(st.sampled_from(sorted(_SETS)), st.just(""), min_size=1, max_size=3).flatmap(
         lambda keys: st.fixed_dictionaries({k: st.sampled_from(_SETS[k]) for k in keys})
@@ -145,7 +111,7 @@ def test_the_driver_rewrite_matches_the_spark_job(
     spark: SparkSession,
     base: str,
     tmp_path_factory: pytest.TempPathFactory,
-    spy: _Spy,
+    spy: DriverSpy,
     condition: str,
     sets: dict[str, str] | None,
 ) -> None:
@@ -158,7 +124,7 @@ def test_the_driver_rewrite_matches_the_spark_job(
     ids=["delete", "u1", "u2"],
 )
 def test_small_changes_run_no_spark_job(
-    spark: SparkSession, base: str, tmp_path: Path, spy: _Spy, sets: dict[str, str] | None
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, sets: dict[str, str] | None
 ) -> None:
     assert _both(spark, base, tmp_path, spy, "n = 3", sets)
     path = copy_table(base, tmp_path)
@@ -167,14 +133,14 @@ def test_small_changes_run_no_spark_job(
     group = f"driver-rewrite-{uuid.uuid4().hex}"
     sc.setJobGroup(group, "driver rewrite")
     try:
-        _run(spark, path, "n = 3", sets)
+        _run(DeltaTable.for_path(spark, path), "n = 3", sets)
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert sc.statusTracker().getJobIdsForGroup(group) == []
 
 
 def test_an_update_keeps_each_files_row_order(
-    spark: SparkSession, tmp_path: Path, spy: _Spy
+    spark: SparkSession, tmp_path: Path, spy: DriverSpy
 ) -> None:
     path = str(tmp_path / "ordered")
     rows = dml_data(spark, 0, 500).orderBy((F.lit(500) - F.col("id")) % 97)
@@ -192,7 +158,7 @@ def test_an_update_keeps_each_files_row_order(
 
 
 def test_past_the_caps_the_spark_job_writes(
-    spark: SparkSession, base: str, tmp_path: Path, spy: _Spy, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Every row of a touched file counts against the cap, not only the matched ones.
     monkeypatch.setattr(driver_update, "DRIVER_UPDATE_ROWS", 2)
@@ -203,7 +169,7 @@ def test_past_the_caps_the_spark_job_writes(
 
 
 def test_a_delete_of_every_live_row_of_a_file_reads_nothing_more(
-    spark: SparkSession, base: str, tmp_path: Path, spy: _Spy, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The files holding ids 60..89 go whole: nothing is rewritten, so no cap applies.
     monkeypatch.setattr(driver_update, "DRIVER_UPDATE_ROWS", 0)
@@ -213,7 +179,7 @@ def test_a_delete_of_every_live_row_of_a_file_reads_nothing_more(
 
 
 def test_a_table_with_constraints_goes_to_spark(
-    spark: SparkSession, tmp_path: Path, spy: _Spy
+    spark: SparkSession, tmp_path: Path, spy: DriverSpy
 ) -> None:
     path = str(tmp_path / "c")
     properties = {"delta.constraints.pos": "id >= 0", "delta.enableDeletionVectors": "false"}
@@ -223,7 +189,7 @@ def test_a_table_with_constraints_goes_to_spark(
 
 
 def test_a_table_mapping_columns_by_name_rewrites_on_the_driver(
-    spark: SparkSession, tmp_path: Path, spy: _Spy
+    spark: SparkSession, tmp_path: Path, spy: DriverSpy
 ) -> None:
     path = str(tmp_path / "mapped")
     props = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "false"}
@@ -241,7 +207,7 @@ def test_a_rewrite_stopped_part_way_leaves_no_file_behind(
     spark: SparkSession,
     base: str,
     tmp_path: Path,
-    spy: _Spy,
+    spy: DriverSpy,
     monkeypatch: pytest.MonkeyPatch,
     stop: str,
 ) -> None:

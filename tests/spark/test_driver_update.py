@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,12 +19,11 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.kernel.metrics import UpdateMetrics
 from deltatx.kernel.schema import parse_schema
 from deltatx.spark.commands import driver_update, update
 from deltatx.spark.commands.driver_update import translate_value
 
-from .driver_dml import added_stats, copy_table, dml_data, rows_text
+from .driver_dml import DML_CONDITIONS, DriverSpy, added_stats, copy_table, dml_data, run_both_ways
 
 # Per column, SET values: most the driver evaluates, some it must leave to Spark (a cast,
 # a function, an overflow of the column's type).
@@ -40,18 +38,6 @@ _SETS: Mapping[str, list[str]] = {
     "day": ["NULL", "day", "DATE '2024-01-01'"],
     "p": ["'x'", "'q'", "NULL"],
 }
-_CONDITIONS = [
-    "n = 3",
-    "id < 30",
-    "s IS NULL",
-    "b",
-    "n IN (1, NULL)",
-    "p = 'x'",
-    "NOT (n <=> 2) AND id % 2 = 0",
-    "NOT (n <=> 2)",
-    "sm > 2 OR t = 'b'",
-    "id = 1000000",
-]
 
 
 @pytest.fixture(scope="module")
@@ -64,59 +50,31 @@ def base(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
-class _Spy:
-    """Records what the driver path returned; can force the Spark job instead."""
-
-    def __init__(self, *, force_spark: bool) -> None:
-        self.force_spark = force_spark
-        self.results: list[Any] = []
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.force_spark:
-            return None
-        out = driver_update.update_on_driver(*args, **kwargs)
-        self.results.append(out)
-        return out
-
-
 @pytest.fixture
-def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Spy]:
-    s = _Spy(force_spark=False)
+def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[DriverSpy]:
+    s = DriverSpy(driver_update.update_on_driver)
     monkeypatch.setattr(update, "update_on_driver", s)
     yield s
 
 
-def _update(
-    spark: SparkSession, path: str, condition: str, sets: dict[str, str]
-) -> tuple[UpdateMetrics | None, Exception | None]:
-    try:
-        return DeltaTable.for_path(spark, path).update(condition, set=sets), None
-    except Exception as exc:  # the two paths must refuse alike
-        return None, exc
-
-
 def _update_both(
-    spark: SparkSession, base: str, root: Path, spy: _Spy, condition: str, sets: dict[str, str]
+    spark: SparkSession,
+    base: str,
+    root: Path,
+    spy: DriverSpy,
+    condition: str,
+    sets: dict[str, str],
 ) -> bool:
     """Runs the UPDATE both ways; asserts the same outcome; True if the driver wrote it."""
-    on_driver, on_spark = copy_table(base, root), copy_table(base, root)
-    spy.results.clear()
-    spy.force_spark = False
-    driver_metrics, driver_error = _update(spark, on_driver, condition, sets)
-    wrote = any(r is not None for r in spy.results)
-    spy.force_spark = True
-    spark_metrics, spark_error = _update(spark, on_spark, condition, sets)
-    assert type(driver_error) is type(spark_error), (driver_error, spark_error)
-    if driver_metrics is None or spark_metrics is None:
-        assert not wrote
+    both = run_both_ways(spark, base, root, spy, lambda dt: dt.update(condition, set=sets))
+    if both is None:
         return False
-    a, b = DeltaTable.for_path(spark, on_driver), DeltaTable.for_path(spark, on_spark)
-    assert rows_text(a.to_df()) == rows_text(b.to_df()), (condition, sets)
-    stats_a, stats_b = added_stats(a), added_stats(b)
+    stats_a, stats_b = added_stats(both.driver_table), added_stats(both.spark_table)
     assert stats_a == stats_b, (condition, sets, stats_a, stats_b)
-    assert driver_metrics.num_updated_rows == spark_metrics.num_updated_rows
-    assert driver_metrics.num_deletion_vectors_added == spark_metrics.num_deletion_vectors_added
-    return wrote
+    a, b = both.driver_metrics, both.spark_metrics
+    assert a.num_updated_rows == b.num_updated_rows
+    assert a.num_deletion_vectors_added == b.num_deletion_vectors_added
+    return both.wrote
 
 
 @settings(
@@ -124,7 +82,7 @@ def _update_both(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    condition=st.sampled_from(_CONDITIONS),
+    condition=st.sampled_from(DML_CONDITIONS),
     sets=st.dictionaries(
         st.sampled_from(sorted(_SETS)), st.just(""), min_size=1, max_size=3
     ).flatmap(lambda keys: st.fixed_dictionaries({k: st.sampled_from(_SETS[k]) for k in keys})),
@@ -133,7 +91,7 @@ def test_driver_update_matches_the_spark_job(
     spark: SparkSession,
     base: str,
     tmp_path_factory: pytest.TempPathFactory,
-    spy: _Spy,
+    spy: DriverSpy,
     condition: str,
     sets: dict[str, str],
 ) -> None:
@@ -153,7 +111,7 @@ def test_simple_updates_run_no_spark_job(
     spark: SparkSession,
     base: str,
     tmp_path: Path,
-    spy: _Spy,
+    spy: DriverSpy,
     condition: str,
     sets: dict[str, str],
 ) -> None:
@@ -180,13 +138,13 @@ def test_simple_updates_run_no_spark_job(
     ],
 )
 def test_values_the_driver_cannot_evaluate_exactly_go_to_spark(
-    spark: SparkSession, base: str, tmp_path: Path, spy: _Spy, sets: dict[str, str]
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, sets: dict[str, str]
 ) -> None:
     assert not _update_both(spark, base, tmp_path, spy, "n IS NOT NULL", sets)
 
 
 def test_past_the_row_cap_the_spark_job_writes(
-    spark: SparkSession, base: str, tmp_path: Path, spy: _Spy, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(driver_update, "DRIVER_UPDATE_ROWS", 5)
     assert not _update_both(spark, base, tmp_path, spy, "id < 30", {"n": "0"})
@@ -194,14 +152,14 @@ def test_past_the_row_cap_the_spark_job_writes(
 
 
 def test_past_the_byte_cap_the_spark_job_writes(
-    spark: SparkSession, base: str, tmp_path: Path, spy: _Spy, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(driver_update, "DRIVER_UPDATE_BYTES", 10)
     assert not _update_both(spark, base, tmp_path, spy, "id < 30", {"n": "0"})
 
 
 def test_a_table_with_constraints_goes_to_spark(
-    spark: SparkSession, tmp_path: Path, spy: _Spy
+    spark: SparkSession, tmp_path: Path, spy: DriverSpy
 ) -> None:
     path = str(tmp_path / "c")
     deltatx.write(dml_data(spark, 0, 20), path, properties={"delta.constraints.pos": "id >= 0"})
@@ -209,7 +167,7 @@ def test_a_table_with_constraints_goes_to_spark(
 
 
 def test_null_into_a_not_null_column_goes_to_spark(
-    spark: SparkSession, tmp_path: Path, spy: _Spy
+    spark: SparkSession, tmp_path: Path, spy: DriverSpy
 ) -> None:
     path = str(tmp_path / "nn")
     schema = "id BIGINT NOT NULL, n INT"
@@ -241,7 +199,7 @@ def test_translation_of_set_text() -> None:
 
 
 def test_a_table_mapping_columns_by_name_updates_on_the_driver(
-    spark: SparkSession, tmp_path: Path, spy: _Spy
+    spark: SparkSession, tmp_path: Path, spy: DriverSpy
 ) -> None:
     path = str(tmp_path / "mapped")
     props = {"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"}

@@ -6,11 +6,12 @@ extension turned off (the Spark SQL filter), so a fault in either shows as a dif
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import struct
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -61,6 +62,22 @@ def _read_both(
     assert "Parquet with deletion vectors" not in _plan(frame)
     assert _rows(frame) == with_extension
     return with_extension
+
+
+@contextlib.contextmanager
+def _settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """The session settings ``settings`` while the block runs, the old ones after."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 # -- the jar ---------------------------------------------------------------------------------
@@ -176,10 +193,7 @@ def test_reads_drop_exactly_the_deleted_rows(
     path = str(tmp_path / "t")
     _deleted_table(spark, path)
     expected = [r for r in _expected() if keep(r)]
-    before = {k: spark.conf.get(k, None) for k in settings_}
-    for key, value in settings_.items():
-        spark.conf.set(key, value)
-    try:
+    with _settings(spark, settings_):
 
         def read() -> DataFrame:
             frame = DeltaTable.for_path(spark, path).to_df()
@@ -187,12 +201,6 @@ def test_reads_drop_exactly_the_deleted_rows(
 
         assert _read_both(spark, reader_extension, read) == expected
         assert spark.read.format("delta").load(path).count() == len(_expected())
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 @pytest.mark.parametrize("partitions", [5, 80], ids=["union-of-partitions", "file-search"])
@@ -471,18 +479,9 @@ def test_every_type_keeps_its_values_and_nulls(
     DeltaTable.for_path(spark, path).delete(_EVERY_TYPE_DELETE)
     assert any(f.deletion_vector for f in DeltaLog.for_table(path).snapshot().add_files())
     expected = _rows(source.filter(f"NOT ({_EVERY_TYPE_DELETE})"))
-    before = {k: spark.conf.get(k, None) for k in settings_}
-    for key, value in settings_.items():
-        spark.conf.set(key, value)
-    try:
+    with _settings(spark, settings_):
         got = _read_both(spark, reader_extension, lambda: DeltaTable.for_path(spark, path).to_df())
         columnar = "ColumnarToRow" in _plan(DeltaTable.for_path(spark, path).to_df())
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     assert got == expected
     # Spark hands batches on only with whole-stage code generation; without it, the vectorised
     # reader gives rows out of its batches.
