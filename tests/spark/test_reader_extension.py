@@ -93,9 +93,10 @@ def test_the_jar_is_compiled_once_and_found_after(
         names = set(opened.namelist())
     assert "io/deltatx/spark/DeletionVectorParquetFormat.class" in names
     assert "io/deltatx/spark/DeletionVectorParquetFormat$Rows.class" in names
+    assert "io/deltatx/spark/BatchCompactor.class" in names
     assert not list(tmp_path.glob("*.partial"))
 
-    def no_second_build(source: bytes, target: Path) -> None:
+    def no_second_build(sources: dict[str, bytes], target: Path) -> None:
         raise AssertionError("the cached jar was compiled again")
 
     monkeypatch.setattr(extension_module, "_build", no_second_build)

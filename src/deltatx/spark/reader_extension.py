@@ -52,7 +52,7 @@ ENABLED_SETTING = "spark.deltatx.readerExtension.enabled"
 """Session setting: ``false`` makes scans apply deletion vectors with Spark SQL expressions
 even where the extension is loaded (default ``true``)."""
 
-_SOURCE = "DeletionVectorParquetFormat.java"
+_SOURCE_SUFFIX = ".java"
 _COMPILER_JARS = ("janino-", "commons-compiler-")
 _COMPILER_MAIN = "org.codehaus.commons.compiler.samples.CompilerDemo"
 _log = logging.getLogger(__name__)
@@ -89,18 +89,30 @@ def extension_jar() -> Path:
     """
     import pyspark
 
-    source = resources.files("deltatx.spark").joinpath("jvm", _SOURCE).read_bytes()
-    digest = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
-    target = cache_dir() / f"deltatx-spark-{digest}.jar"
+    sources = _sources()
+    digest = hashlib.sha256(pyspark.__version__.encode())
+    for name, text in sources.items():
+        digest.update(name.encode() + b"\0" + text)
+    target = cache_dir() / f"deltatx-spark-{digest.hexdigest()[:16]}.jar"
     if target.is_file():
         return target
     with _build_lock:
         if not target.is_file():
-            _build(source, target)
+            _build(sources, target)
     return target
 
 
-def _build(source: bytes, target: Path) -> None:
+def _sources() -> dict[str, bytes]:
+    """The extension's Java sources by file name (every ``.java`` file shipped in ``jvm/``)."""
+    folder = resources.files("deltatx.spark").joinpath("jvm")
+    return {
+        entry.name: entry.read_bytes()
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(_SOURCE_SUFFIX)
+    }
+
+
+def _build(sources: dict[str, bytes], target: Path) -> None:
     java = find_java()
     if java is None:
         raise ExtensionBuildError("no Java runtime to compile deltatx's reader extension with")
@@ -110,8 +122,11 @@ def _build(source: bytes, target: Path) -> None:
         raise ExtensionBuildError(f"Janino is not among PySpark's jars in {_pyspark_jars()}")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="deltatx-extension-") as work:
-        src = Path(work) / _SOURCE
-        src.write_bytes(source)
+        files = []
+        for name, text in sources.items():
+            src = Path(work) / name
+            src.write_bytes(text)
+            files.append(str(src))
         classes = Path(work) / "classes"
         classes.mkdir()
         command = [
@@ -123,7 +138,7 @@ def _build(source: bytes, target: Path) -> None:
             str(classes),
             "-classpath",
             os.pathsep.join(map(str, jars)),
-            str(src),
+            *files,
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         built = sorted(classes.rglob("*.class"))
