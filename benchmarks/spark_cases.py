@@ -118,11 +118,16 @@ class Timer:
         setup: Callable[[], object] | None = None,
     ) -> tuple[Stats, float]:
         """(time stats, median Spark jobs per operation) over ``runs`` runs after warm-up."""
-        (measured,) = self._rounds([op], runs=runs, warmup=warmup, setup=setup)
+        (measured,) = self.measure_side_by_side([op], runs=runs, warmup=warmup, setup=setup)
         return measured
 
     def measure_side_by_side(
-        self, ops: list[Callable[[], object]], *, runs: int, warmup: int
+        self,
+        ops: list[Callable[[], object]],
+        *,
+        runs: int,
+        warmup: int,
+        setup: Callable[[], object] | None = None,
     ) -> list[tuple[Stats, float]]:
         """:meth:`measure` of operations whose ratios are the figures, run in turn.
 
@@ -130,16 +135,6 @@ class Timer:
         machine whose speed drifts and the same progress of the JVM's compiler; timed one
         after the other, the first pays for warming up code they all use.
         """
-        return self._rounds(ops, runs=runs, warmup=warmup, setup=None)
-
-    def _rounds(
-        self,
-        ops: list[Callable[[], object]],
-        *,
-        runs: int,
-        warmup: int,
-        setup: Callable[[], object] | None,
-    ) -> list[tuple[Stats, float]]:
         samples: list[list[float]] = [[] for _ in ops]
         jobs: list[list[int]] = [[] for _ in ops]
         jvm_peak = 0.0

@@ -24,13 +24,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 import deltatx
 from deltatx import DeltaTable
-from deltatx.errors import ExtensionBuildError, InvalidArgumentError
+from deltatx.errors import ExtensionBuildError, InvalidArgumentError, InvalidTableError
 from deltatx.kernel.codec import deletion_vector_to_json
 from deltatx.kernel.deletion_vectors import frame_dv_file, inline_descriptor
 from deltatx.kernel.roaring import NATIVE_MAGIC, serialize
 from deltatx.log.deletion_vectors import DvReader
 from deltatx.log.delta_log import DeltaLog
 from deltatx.spark import reader_extension as extension_module
+from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.reader_extension import (
     ENABLED_SETTING,
     FORMAT_CLASS,
@@ -39,6 +40,7 @@ from deltatx.spark.reader_extension import (
     reader_available,
     session_jars,
 )
+from deltatx.spark.schema import to_spark_schema
 
 
 def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -513,3 +515,28 @@ def test_a_type_that_cannot_move_is_read_row_by_row(spark: SparkSession, tmp_pat
     ids = read("id BIGINT")
     assert "ColumnarToRow" in _plan(ids)
     assert _rows(ids) == [(i,) for i in range(3000) if i % 5]
+
+
+def test_the_python_reader_also_fails_a_vector_past_the_end(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # The Python data source's reader (streaming reads) checks what the Java reader checks.
+    path = tmp_path / "t"
+    _deleted_table(spark, str(path), files=1, rows=200)
+    vectors = {
+        name: deletion_vector_to_json(inline_descriptor([*rows, 10_000]))
+        for name, rows in _deleted_rows(path).items()
+        if rows
+    }
+    _set_vectors(path, vectors)
+    snapshot = DeltaLog.for_table(str(path)).snapshot()
+    reader = FileReader(
+        table_path=str(path),
+        schema=to_spark_schema(snapshot.schema),
+        table_schema_json=snapshot.schema.to_json(),
+        partition_columns=[],
+        column_mapping="none",
+    )
+    (broken,) = [f for f in snapshot.add_files() if f.path in vectors]
+    with pytest.raises(InvalidTableError, match=r"deletes row 10000 of its \d+"):
+        list(reader.read(file_task(broken)))

@@ -30,7 +30,6 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltatx.errors import InvalidTableError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import num_records
 from deltatx.log.row_level.arrow_assignments import Value
@@ -57,14 +56,15 @@ class _FileRewrite:
 
     Attributes:
         add: The file.
-        physical: How many rows the file stores, as the statement counted them.
+        physical: How many rows the file stores, as the statement counted them (None: the
+            log does not say).
         deleted: The rows its deletion vector deletes.
         dropped: The rows the statement removes.
         updated: The rows the statement's SET applies to.
     """
 
     add: AddFile
-    physical: int
+    physical: int | None
     deleted: npt.NDArray[np.int64]
     dropped: npt.NDArray[np.int64]
     updated: npt.NDArray[np.int64]
@@ -106,7 +106,8 @@ def rewrite_on_driver(
         for i in rewritten
     ]
     rows = sum(found[i].physical for i in rewritten)
-    if jobs and not (driver_writes_allowed(txn) and _within_caps(rows, jobs)):
+    size = sum(candidates[i].size for i in rewritten)
+    if jobs and not (driver_writes_allowed(txn) and _within_caps(rows, size)):
         return None
     added: list[AddFile] = []
     if jobs:
@@ -126,12 +127,16 @@ def rewrite_on_driver(
     )
 
 
-def copies_fit(txn: OptimisticTransaction, files: Sequence[AddFile]) -> bool:
-    """Whether the driver may copy the live rows of ``files`` (a copy-on-write MERGE's)."""
+def copies_fit(files: Sequence[AddFile]) -> bool:
+    """Whether the driver may copy the live rows of ``files`` (a copy-on-write MERGE's).
+
+    Whether the table lets the driver write at all is the MERGE's own plan's to say
+    (:func:`~deltatx.spark.commands.merge_driver_write.plan_driver_rows`).
+    """
     counts = [num_records(f.stats) for f in files]
-    if any(n is None for n in counts) or not driver_writes_allowed(txn):
+    if any(n is None for n in counts):
         return False
-    return _within_caps(sum(n or 0 for n in counts), files)
+    return _within_caps(sum(n or 0 for n in counts), sum(f.size for f in files))
 
 
 def rewrite_for_merge(
@@ -155,13 +160,10 @@ def rewrite_for_merge(
     for i in sorted(changed):
         add = candidates[i]
         dv = add.deletion_vector
-        records = num_records(add.stats)
-        if records is None:  # copies_fit admits only files whose rows the log counts
-            raise InvalidTableError(f"data file {add.path} has no row count in the log")
         jobs.append(
             _FileRewrite(
                 add=add,
-                physical=records,
+                physical=num_records(add.stats),
                 deleted=_NONE
                 if dv is None
                 else deleted_row_indexes(txn.log.table_path, dv, data_file=add.path),
@@ -171,15 +173,11 @@ def rewrite_for_merge(
         )
     step("writing")
     files = _write(txn, jobs, None, new_rows=new_rows)
-    if files is None:
-        raise InvalidTableError(
-            "a data file the MERGE touched no longer holds the rows its statistics record"
-        )
+    assert files is not None  # only a SET the driver cannot evaluate gives up
     return files
 
 
-def _within_caps(rows: int, files: Sequence[AddFile | _FileRewrite]) -> bool:
-    size = sum(f.size if isinstance(f, AddFile) else f.add.size for f in files)
+def _within_caps(rows: int, size: int) -> bool:
     return rows <= driver_update.DRIVER_UPDATE_ROWS and size <= driver_update.DRIVER_UPDATE_BYTES
 
 
@@ -199,10 +197,7 @@ def _write(
     def work(k: int) -> list[AddFile] | None:
         if k < len(jobs):
             return _rewrite_file(txn, reader, outputs[k], jobs[k], values)
-        # One batch, so that the file has no empty row group (a chunk of no rows).
-        for batch in extra[k - len(jobs)].combine_chunks().to_batches():
-            outputs[k].add(batch)
-        return outputs[k].close()
+        return outputs[k].write(extra[k - len(jobs)])
 
     try:
         if len(outputs) == 1:
@@ -257,6 +252,4 @@ def _rewrite_file(
                 table.column(i).combine_chunks(), mask, updated.column(name).combine_chunks()
             )
             table = table.set_column(i, table.schema.field(i), column)
-    for batch in table.to_batches():
-        out.add(batch)
-    return out.close()
+    return out.write(table)

@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.spark.commands.driver_update import driver_write_plan
+from deltatx.spark.commands.driver_update import driver_write_plan, driver_writes_allowed
 from deltatx.spark.commands.merge_clauses import ClauseKind, MergeClause
 from deltatx.spark.datasource.task_files import TaskFiles
 from deltatx.spark.schema import CHAR_VARCHAR_METADATA_KEY, to_spark_schema
@@ -111,12 +111,9 @@ def plan_driver_rows(
         target_alias: The target's alias.
         codec: The session's Parquet compression codec.
     """
-    config = txn.configuration
     if (
-        config.generated_columns
-        or config.identity_columns
-        or config.constraint_checks
-        or config.change_data_feed
+        not driver_writes_allowed(txn)
+        or txn.configuration.identity_columns
         or codec.lower() != WRITER_CODEC
         or source_alias.lower() == target_alias.lower()
     ):
@@ -155,16 +152,7 @@ def write_rows(txn: OptimisticTransaction, rows: pa.Table) -> list[AddFile]:
     Raises:
         InvalidTableError: The table's storage refuses the files.
     """
-    plan = driver_write_plan(txn)
-    out = TaskFiles(plan)
-    try:
-        # One batch, so that the file has no empty row group (a chunk of no rows).
-        for batch in rows.combine_chunks().to_batches():
-            out.add(batch)
-        return out.close()
-    except BaseException:
-        out.discard()
-        raise
+    return TaskFiles(driver_write_plan(txn)).write(rows)
 
 
 def _sources(

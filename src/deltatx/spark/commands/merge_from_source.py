@@ -206,7 +206,7 @@ def stage_source_driven(
             )
             # Copy-on-write also copies the unchanged rows of the touched files on the driver.
             if written_by is not None and (
-                use_dvs or copies_fit(txn, [candidates[i] for i in found.touched])
+                use_dvs or copies_fit([candidates[i] for i in found.touched])
             ):
                 driver_rows = written_by.rows(
                     txn, table, pairs.column(arrow_join.SOURCE_ROW), rest.column(SOURCE_ROW)

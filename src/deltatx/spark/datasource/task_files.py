@@ -193,6 +193,21 @@ class TaskFiles:
         self.open.clear()
         return out
 
+    def write(self, rows: pa.Table) -> list[AddFile]:
+        """Writes ``rows`` and closes the files: their ``add`` actions, or nothing left.
+
+        Raises:
+            Whatever :meth:`add` raises; the files already written are deleted first.
+        """
+        try:
+            # One batch, so that no file has an empty row group (a chunk of no rows).
+            for batch in rows.combine_chunks().to_batches():
+                self.add(batch)
+            return self.close()
+        except BaseException:
+            self.discard()
+            raise
+
     def discard(self) -> None:
         """Closes and deletes every file this task wrote (the task failed)."""
         for relative, writer in self.open.values():

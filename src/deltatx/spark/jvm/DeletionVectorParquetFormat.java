@@ -129,7 +129,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
         spark.sparkContext().broadcast(
             new SerializableConfiguration(hadoopConf),
             scala.reflect.ClassTag$.MODULE$.apply(SerializableConfiguration.class)),
-        requiredSchema);
+        new BatchCompactor(requiredSchema));
   }
 
   /** Whether every column of {@code schema} is of a type {@link BatchCompactor} can move. */
@@ -236,13 +236,13 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
     return out;
   }
 
-  /** Reads one file: its rows, and for each whether its vector deletes it. */
+  /** Reads one file: the rows its deletion vector keeps. */
   static final class Reader extends scala.runtime.AbstractFunction1 implements Serializable {
     private final scala.Function1 filtered;
     private final scala.Function1 whole;
     private final HashMap vectors;
     private final Broadcast conf;
-    private final StructType schema;
+    private final BatchCompactor compactor;
     private transient HashMap streams;
 
     Reader(
@@ -250,12 +250,12 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
         scala.Function1 whole,
         HashMap vectors,
         Broadcast conf,
-        StructType schema) {
+        BatchCompactor compactor) {
       this.filtered = filtered;
       this.whole = whole;
       this.vectors = vectors;
       this.conf = conf;
-      this.schema = schema;
+      this.compactor = compactor;
     }
 
     private static IllegalStateException unreadable(String where, Exception cause) {
@@ -350,7 +350,7 @@ public class DeletionVectorParquetFormat extends ParquetFileFormat {
             + " rows where the log says " + cardinality);
       }
       scala.collection.Iterator rows = (scala.collection.Iterator) whole.apply(file);
-      return new Rows(rows, bitmaps, records, new BatchCompactor(schema), name);
+      return new Rows(rows, bitmaps, records, compactor, name);
     }
 
     private byte[] read(String uri, long offset, int size) throws IOException {
