@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -64,3 +67,39 @@ def table_properties(path: str) -> dict[str, str]:
         if "metaData" in action:
             found = dict(action["metaData"].get("configuration") or {})
     return found
+
+
+# `make test` (whose whole run must stay under 30 minutes on two cores) compares both engines'
+# rows at the versions below; `make peer` (DELTATX_PEER_FULL=1) at every version.
+FULL = bool(os.environ.get("DELTATX_PEER_FULL"))
+
+
+def compared_versions(path: str) -> list[int]:
+    """The versions at which the peer tests compare both engines' rows of a table.
+
+    Every version under ``make peer``. Otherwise the first, the newest two (the whole
+    history's effect, and one time travel back over the last change), and each version a
+    checkpoint was written at (where reading switches from commits to the checkpoint).
+    """
+    every = sorted(
+        int(f.stem) for f in (Path(path) / "_delta_log").glob("*.json") if f.stem.isdigit()
+    )
+    if FULL or len(every) <= 4:
+        return every
+    at_checkpoints = {
+        int(name.split(".")[0]) for name in checkpoints(path) if name.split(".")[0].isdigit()
+    }
+    return sorted({every[0], every[-2], every[-1], *(at_checkpoints & set(every))})
+
+
+def scenario_params(names: Iterable[str], *, covered: Collection[str]) -> list[Any]:
+    """Parameters for a scenario table; those in ``covered`` run only under ``make peer``.
+
+    ``covered`` names scenarios whose feature the conformance table (``test_conformance``)
+    checks in both directions in ``make test`` too.
+    """
+    only_full = pytest.mark.skipif(
+        not FULL,
+        reason="the conformance table covers this feature in make test; make peer runs it too",
+    )
+    return [pytest.param(n, marks=only_full) if n in covered else n for n in names]

@@ -1,8 +1,9 @@
 """Conformance with delta-spark: the delta-spark columns of the table in interop.conformance.
 
-delta-spark builds every feature's table with SQL and deltatx must read exactly its rows at
-every version; deltatx builds every table it can write and delta-spark must read exactly
-deltatx's rows at every version.
+delta-spark builds every feature's table with SQL and deltatx must read exactly its rows;
+deltatx builds every table it can write and delta-spark must read exactly deltatx's rows.
+Rows are compared at every version under ``make peer``, at a sample under ``make test``
+(``tables.compared_versions``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pyspark.sql import SparkSession
 
 from deltatx.kernel.features import writer_features
 from deltatx.log.delta_log import DeltaLog
-from interop.conformance import BY_NAME, FEATURES, Feature, canonical, deltatx_rows, versions
+from interop.conformance import BY_NAME, FEATURES, Feature, canonical, deltatx_rows
 
 from .engine import DeltaSpark
+from .tables import compared_versions
 
 NAMES = [f.name for f in FEATURES]
 
@@ -38,7 +40,7 @@ def test_deltatx_reads_every_version_delta_spark_wrote(
     for statement in feature.delta_spark:
         delta_spark.sql(statement.format(t=f"delta.`{path}`"))
     _assert_uses_feature(feature, path)
-    for version in versions(path):
+    for version in compared_versions(path):
         assert deltatx_rows(spark, path, version) == canonical(delta_spark.rows(path, version)), (
             version
         )
@@ -54,7 +56,7 @@ def test_delta_spark_reads_every_version_deltatx_wrote(
     path = str(tmp_path / name)
     feature.deltatx(spark, path)
     _assert_uses_feature(feature, path)
-    for version in versions(path):
+    for version in compared_versions(path):
         assert canonical(delta_spark.rows(path, version)) == deltatx_rows(spark, path, version), (
             version
         )

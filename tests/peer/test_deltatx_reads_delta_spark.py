@@ -1,5 +1,8 @@
 """deltatx reads every table delta-spark writes, and sees the same rows at every version.
 
+(At every version under ``make peer``; at a sample of them, ``tables.compared_versions``,
+under ``make test``.)
+
 Table-driven: each scenario is a list of SQL statements run by delta-spark (``{t}`` is the
 table). Every table delta-spark writes here must read in deltatx with the same rows at every
 version; READ_FEATURES also says whether deltatx may write the table or must refuse, naming
@@ -20,7 +23,15 @@ from deltatx import DeltaTable, UnsupportedFeatureError
 from deltatx.log import DeltaLog
 
 from .engine import DeltaSpark
-from .tables import canonical, checkpoints, has_deletion_vectors, latest_version, ours
+from .tables import (
+    canonical,
+    checkpoints,
+    compared_versions,
+    has_deletion_vectors,
+    latest_version,
+    ours,
+    scenario_params,
+)
 
 COLUMNS = "id BIGINT, date STRING, v DOUBLE"
 
@@ -222,14 +233,14 @@ def _run(delta_spark: DeltaSpark, path: str, statements: list[str], conf: tuple 
 def _assert_same_rows(
     spark: SparkSession, delta_spark: DeltaSpark, path: str, versions: set[int] | None = None
 ) -> None:
-    """Both engines' rows agree at ``versions`` (every version if None)."""
+    """Both engines' rows agree at ``versions`` (``compared_versions`` if None)."""
     latest = latest_version(path)
     assert DeltaTable.for_path(spark, path).version() == latest
-    for version in sorted(range(latest + 1) if versions is None else versions):
+    for version in sorted(compared_versions(path) if versions is None else versions):
         assert ours(spark, path, version) == canonical(delta_spark.rows(path, version)), version
 
 
-@pytest.mark.parametrize("name", list(READ))
+@pytest.mark.parametrize("name", scenario_params(READ, covered={"checkpoints", "deletion-vectors"}))
 def test_deltatx_reads_every_version(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str
 ) -> None:

@@ -11,7 +11,7 @@ way leaves no file behind.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +258,50 @@ class _InlinePool:
 
 def _inline_pool() -> _InlinePool:
     return _InlinePool()
+
+
+def _merge(spark: SparkSession, dt: DeltaTable) -> Any:
+    source = dml_data(spark, 85, 95).alias("s")
+    return (
+        dt.alias("t")
+        .merge(source, "t.id = s.id")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
+@pytest.mark.parametrize(
+    ("vectors", "statement"),
+    [
+        (False, lambda spark, dt: dt.delete("n = 3")),
+        (False, lambda spark, dt: dt.update("n = 3", set={"n": "n + 1"})),
+        (True, lambda spark, dt: dt.update("n = 3", set={"n": "n + 1"})),
+        (False, _merge),
+        (True, _merge),
+    ],
+    ids=["delete", "update", "update-with-vectors", "merge", "merge-with-vectors"],
+)
+def test_a_session_writing_another_codec_gets_the_files_spark_writes(
+    spark: SparkSession,
+    base: str,
+    tmp_path: Path,
+    vectors: bool,
+    statement: Callable[[SparkSession, DeltaTable], Any],
+) -> None:
+    # The driver's writer only writes snappy; the statement's new files must follow the
+    # session's codec all the same, so the statement goes to Spark.
+    path = copy_table(base, tmp_path)
+    dt = DeltaTable.for_path(spark, path)
+    dt.set_properties({"delta.enableDeletionVectors": str(vectors).lower()})
+    spark.conf.set(driver_update.CODEC_SETTING, "zstd")
+    try:
+        statement(spark, dt)
+    finally:
+        spark.conf.unset(driver_update.CODEC_SETTING)
+    new = commit_adds(dt, dt.version())
+    assert new
+    for relative in new:
+        meta = pq.ParquetFile(Path(path) / relative).metadata
+        codecs = {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
+        assert codecs == {"ZSTD"}, (relative, codecs)

@@ -32,6 +32,7 @@ from deltatx.spark.expressions import (
     merge_key_pairs,
     merge_target_predicate,
     parse_condition,
+    parse_spark_sql,
 )
 
 SCHEMA = StructType(
@@ -283,3 +284,23 @@ def test_merge_key_pairs(on: str, expected: list[tuple[str, str]]) -> None:
 def test_merge_equi_keys(on: str, expected: list[tuple[str, str, str]] | None) -> None:
     """An ON condition made of key equalities alone, as (target, source alias, source column)."""
     assert merge_equi_keys(on, schema=SCHEMA, target_alias="t") == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "id >= 5 AND id < 10 OR user_id IN (1, 2)",
+        "NOT (id = 3) AND user_id IS NOT NULL",
+        "t.id = s.id AND t.user_id > 4",
+    ],
+)
+def test_a_condition_is_parsed_once_and_its_tree_never_changes(sql: str) -> None:
+    # Statements share parsed trees (one parse per text), so no reader may alter one.
+    trees = parse_spark_sql(sql)
+    before = [t.sql(dialect="spark") for t in trees]
+    first = parse_condition(sql, schema=SCHEMA, aliases=("t",))
+    merge_target_predicate(sql, schema=SCHEMA, target_alias="t", source_alias="s")
+    merge_key_pairs(sql, schema=SCHEMA, target_alias="t")
+    assert parse_spark_sql(sql) is trees
+    assert [t.sql(dialect="spark") for t in trees] == before
+    assert parse_condition(sql, schema=SCHEMA, aliases=("t",)) == first

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     _TYPE_CHANGES,
+    FileStatistics,
     _ColumnPlan,
     _FileView,
     column_plan,
@@ -74,7 +74,7 @@ class ColumnReader:
         seen: dict[str | None, _Entry] | None = {} if name.lower() in self._lowered_parts else None
         return f, kind, _Lookup(names), seen
 
-    def read(self, files: Sequence[AddFile]) -> FileColumns:
+    def read(self, files: Sequence[FileStatistics]) -> FileColumns:
         """The batch of ``files``, read lazily column by column."""
         return FileColumns(self, files)
 
@@ -139,7 +139,7 @@ class FileColumns:
 
     __slots__ = ("_bounds", "_nums", "_owner", "_stats", "_views", "files", "n", "ones")
 
-    def __init__(self, owner: ColumnReader, files: Sequence[AddFile]) -> None:
+    def __init__(self, owner: ColumnReader, files: Sequence[FileStatistics]) -> None:
         """Reads nothing yet: each column is extracted when a test first asks for it."""
         self._owner = owner
         self.files = files
@@ -219,8 +219,11 @@ class FileColumns:
         for file in self.files:
             pv = file.partition_values
             # The lookup's cached key, inline: this runs once per file and column.
-            key = layouts.get(tuple(pv), _MISSING) if type(pv) is dict else None
-            raw = find(pv) if key is _MISSING else None if key is None else pv[key]
+            if type(pv) is dict:
+                key = layouts.get(tuple(pv), _MISSING)
+                raw = find(pv) if key is _MISSING else None if key is None else pv[key]
+            else:
+                raw = find(pv)
             entry = seen.get(raw)
             if entry is None:
                 rng = partition_range(raw, f, kind)

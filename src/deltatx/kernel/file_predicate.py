@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     _FLIPPED,
     _T,
+    FileStatistics,
     _mask,
 )
 from deltatx.kernel.expressions import (
@@ -66,7 +66,7 @@ class FilePredicate:
         self._reader = ColumnReader(schema, partition_columns)
         self._test = _compile(predicate, _Scope(schema, partition_columns))
 
-    def first_match(self, files: Sequence[AddFile]) -> int | None:
+    def first_match(self, files: Sequence[FileStatistics]) -> int | None:
         """The index of the first file that may hold a matching row, or None if none may."""
         if not files:
             return None
@@ -82,7 +82,7 @@ class FilePredicate:
             i = hits.find(1, i + 1)
         return None
 
-    def matches(self, files: Sequence[AddFile]) -> list[bool]:
+    def matches(self, files: Sequence[FileStatistics]) -> list[bool]:
         """For each file, exactly ``file_may_match(predicate, file, ...)``."""
         if not files:
             return []
@@ -90,7 +90,7 @@ class FilePredicate:
         hits = self._test(batch).to_bytes(len(files), "little")
         return [hit == 1 and batch.num_records(i) != 0 for i, hit in enumerate(hits)]
 
-    def may_match(self, file: AddFile) -> bool:
+    def may_match(self, file: FileStatistics) -> bool:
         """Exactly ``file_may_match(predicate, file, ...)``."""
         return self.first_match((file,)) is not None
 

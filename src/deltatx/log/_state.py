@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor, RemoveFile
+from deltatx.kernel.evaluation import FileSummary
 from deltatx.kernel.file_paths import PLAIN_PATH_NOT, file_key
 
 STR_MAP = pa.map_(pa.string(), pa.string())
@@ -247,6 +248,13 @@ def add_files_from_table(table: pa.Table) -> list[AddFile]:
         )
         for r in table.to_pylist(maps_as_pydicts="strict")
     ]
+
+
+def file_summaries(table: pa.Table) -> list[FileSummary]:
+    """Each state row's partition values and statistics: what file skipping reads."""
+    values = table.column("partition_values").to_pylist(maps_as_pydicts="strict")
+    stats = table.column("stats").to_pylist()
+    return [FileSummary(v or {}, s) for v, s in zip(values, stats, strict=True)]
 
 
 def remove_files_from_table(table: pa.Table) -> list[RemoveFile]:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Collection, Iterator
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
 import sqlglot
@@ -74,6 +75,23 @@ NON_DETERMINISTIC_FUNCTIONS = frozenset(
 _COLUMN_TEXT = re.compile(r"^Column<'(.*)'>$", re.DOTALL)
 _INT = re.compile(r"^[0-9]+$")
 _STATEMENTS = (exp.Query, exp.DDL, exp.DML, exp.Command, exp.Alias)
+
+
+@lru_cache(maxsize=512)
+def parse_spark_sql(text: str) -> tuple[exp.Expression, ...]:
+    """The statements of ``text`` as read by Spark's dialect; each text is parsed once.
+
+    A DML statement reads its condition several times (file skipping, re-execution safety,
+    row-level conflict tracking), and pipelines repeat statements: parsing costs more than
+    the rest of the driver's planning, so trees are shared and callers never change them.
+
+    Raises:
+        ParseError: The text is not valid SQL.
+        TokenError: The text does not tokenize.
+    """
+    # sqlglot 30 annotates parse with its base class Expr; the nodes are Expressions.
+    trees = sqlglot.parse(text, read="spark")
+    return tuple(cast(exp.Expression, t) for t in trees if t is not None)
 
 
 def column_sql_text(text: str) -> str:
@@ -289,12 +307,12 @@ def is_deterministic(expression: str | pyspark.sql.Column) -> bool:
     """
     text = expression if isinstance(expression, str) else column_sql_text(str(expression))
     try:
-        trees = [t for t in sqlglot.parse(text, read="spark") if t is not None]
+        trees = parse_spark_sql(text)
     except (ParseError, TokenError):
         return False
     if len(trees) != 1:
         return False
-    return not _has_non_deterministic(cast(exp.Expression, trees[0]))
+    return not _has_non_deterministic(trees[0])
 
 
 def _has_non_deterministic(node: exp.Expression) -> bool:
@@ -326,14 +344,13 @@ class _Translator:
         if not self.text.strip():
             raise InvalidConditionError("the condition is empty")
         try:
-            statements = [t for t in sqlglot.parse(self.text, read="spark") if t is not None]
+            statements = parse_spark_sql(self.text)
             if len(statements) != 1:
                 raise InvalidConditionError(
                     f"the condition '{self.text}' must be one expression, not "
                     f"{len(statements)} statements"
                 )
-            # sqlglot 30 annotates parse with its base class Expr; the nodes are Expressions.
-            tree = cast(exp.Expression, statements[0])
+            tree = statements[0]
         except (ParseError, TokenError) as e:
             raise _syntax_error(self.text, e) from None
         if tree is None or isinstance(tree, _STATEMENTS):

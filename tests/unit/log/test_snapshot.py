@@ -11,7 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltatx.errors import InvalidTableError
+from deltatx.kernel.actions import AddFile
+from deltatx.kernel.evaluation import file_may_match
+from deltatx.kernel.expressions import (
+    Column,
+    Comparison,
+    ComparisonOp,
+    Expression,
+    Literal,
+    Not,
+    and_,
+    or_,
+)
 from deltatx.kernel.log_paths import commit_name
+from deltatx.kernel.schema import parse_schema
 from deltatx.log import DeltaLog, Snapshot
 from deltatx.log.checkpoint import write_checkpoint
 from deltatx.storage import MemoryLogStore
@@ -179,3 +192,63 @@ def test_a_snapshot_is_a_value_without_its_loader() -> None:
     store.delete(f"{ROOT}/_delta_log/{commit_name(0)}")
     # Everything a snapshot answers, it answers without storage.
     assert (snap.timestamp, snap.num_files, snap.schema.fields[0].name) == (1_234, 0, "id")
+
+
+@st.composite
+def _files_and_predicate(draw: st.DrawFn) -> tuple[list[AddFile], Expression]:
+    files = []
+    for i in range(draw(st.integers(1, 12))):
+        lo, hi = sorted((draw(st.integers(-5, 5)), draw(st.integers(-5, 5))))
+        stats = draw(
+            st.sampled_from(
+                [
+                    None,
+                    json.dumps({"numRecords": 3, "minValues": {"id": lo}, "maxValues": {"id": hi}}),
+                    json.dumps({"numRecords": 0}),
+                    json.dumps({"numRecords": 3, "nullCount": {"id": 3}}),
+                ]
+            )
+        )
+        files.append(add(f"f{i}", part=draw(st.sampled_from(["a", "b"])), stats=stats))
+    leaves = st.builds(
+        Comparison,
+        st.sampled_from(list(ComparisonOp)),
+        st.just(Column("id")),
+        st.builds(Literal, st.integers(-6, 6)),
+    ) | st.builds(
+        Comparison,
+        st.just(ComparisonOp.EQ),
+        st.just(Column("part")),
+        st.builds(Literal, st.sampled_from(["a", "b", "c"])),
+    )
+    predicate = draw(
+        st.recursive(
+            leaves,
+            lambda inner: (
+                st.builds(and_, inner, inner) | st.builds(or_, inner, inner) | st.builds(Not, inner)
+            ),
+            max_leaves=4,
+        )
+    )
+    return files, predicate
+
+
+@settings(max_examples=60)
+@given(case=_files_and_predicate())
+def test_skipping_on_the_state_table_keeps_the_files_file_may_match_keeps(
+    case: tuple[list[AddFile], Expression],
+) -> None:
+    # A fresh snapshot skips on two columns of its state and builds only the kept actions;
+    # once its actions exist it skips on them. Both keep exactly what file_may_match keeps.
+    files, predicate = case
+    store, log = _log()
+    create(store, ROOT, *files)
+    expected = [
+        f.path
+        for f in files
+        if file_may_match(predicate, f, schema=parse_schema(SCHEMA), partition_columns=["part"])
+    ]
+    fresh = log.snapshot()
+    assert [f.path for f in fresh.scan_files(predicate)] == expected
+    assert fresh.scan_files(predicate) == [f for f in fresh.add_files() if f.path in expected]
+    assert [f.path for f in fresh.scan_files(predicate)] == expected

@@ -35,6 +35,7 @@ from deltatx.spark.commands.driver_match import (
     matched_addresses,
 )
 from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
+from deltatx.spark.commands.driver_update import session_codec
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     Rewritten,
@@ -102,7 +103,11 @@ def stage_delete(
             deleted = tagged(without_address(hit_rows), ChangeType.DELETE)
             stage_change_data(txn, deleted, covering=candidates)
         return _stage_dv_delete(txn, candidates, matched, predicate, condition, parameters, started)
-    rewritten = None if found is None else rewrite_on_driver(txn, candidates, found, values=None)
+    rewritten = (
+        None
+        if found is None
+        else rewrite_on_driver(txn, candidates, found, values=None, codec=session_codec(spark))
+    )
     if rewritten is None:
         rewritten = _stage_spark_copy_on_write(spark, txn, candidates, condition, found)
     metrics = DeleteMetrics(

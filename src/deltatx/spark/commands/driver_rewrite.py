@@ -79,6 +79,7 @@ def rewrite_on_driver(
     found: Mapping[int, FileRows],
     *,
     values: Mapping[str, Value] | None,
+    codec: str,
 ) -> Rewritten | None:
     """Rewrites the files holding matched rows and stages it; None to use the Spark job.
 
@@ -87,6 +88,7 @@ def rewrite_on_driver(
         candidates: The files the statement read, indexed as in ``found``.
         found: Candidate index -> the live rows the condition matches in it.
         values: An UPDATE's SET, translated for the driver; None for a DELETE.
+        codec: The session's Parquet codec (see ``driver_writes_allowed``).
 
     Raises:
         InvalidTableError: A touched data file is missing or is not readable Parquet.
@@ -107,7 +109,7 @@ def rewrite_on_driver(
     ]
     rows = sum(found[i].physical for i in rewritten)
     size = sum(candidates[i].size for i in rewritten)
-    if jobs and not (driver_writes_allowed(txn) and _within_caps(rows, size)):
+    if jobs and not (driver_writes_allowed(txn, codec=codec) and _within_caps(rows, size)):
         return None
     added: list[AddFile] = []
     if jobs:

@@ -12,6 +12,7 @@ steps aside, and the statement runs its Spark job, when:
 * a SET column or a column it reads is CHAR/VARCHAR (Spark pads or checks lengths);
 * the table computes generated columns or checks constraints (their SQL runs in Spark), or
   records its change data feed;
+* the session writes Parquet with another codec than the driver's writer (snappy);
 * a NULL would reach a NOT NULL column (Spark raises its own error).
 """
 
@@ -23,12 +24,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, wait
 from decimal import Decimal
 from itertools import islice
-from typing import cast
 
 import numpy as np
 import pyarrow as pa
-import sqlglot
 from pyspark.sql import Column as SparkColumn
+from pyspark.sql import SparkSession
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
@@ -47,8 +47,10 @@ from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.progress import step
 from deltatx.spark.commands.change_data import records_changes
+from deltatx.spark.data_file_writer import COMPRESSION
 from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.datasource.task_files import TaskFiles, WritePlan
+from deltatx.spark.expressions import parse_spark_sql
 from deltatx.spark.schema import CHAR_VARCHAR_METADATA_KEY, to_spark_schema
 
 DRIVER_UPDATE_ROWS = 1_000_000
@@ -56,6 +58,9 @@ DRIVER_UPDATE_ROWS = 1_000_000
 
 DRIVER_UPDATE_BYTES = 256 << 20
 """Most bytes of touched rows (estimated from their files' sizes) rewritten on the driver."""
+
+CODEC_SETTING = "spark.sql.parquet.compression.codec"
+"""The session setting that names the codec of the Parquet files Spark writes."""
 
 _READ_AHEAD = 2
 """Touched files read at once on the driver: each more holds its rows in memory."""
@@ -75,6 +80,8 @@ def update_on_driver(
     candidates: Sequence[AddFile],
     matched: Mapping[int, RowIndexes],
     assignments: Mapping[str, str | SparkColumn],
+    *,
+    codec: str,
 ) -> list[AddFile] | None:
     """Writes the new versions of the matched rows without Spark; None to use a Spark job.
 
@@ -83,11 +90,12 @@ def update_on_driver(
         candidates: The files the statement read, indexed as in ``matched``.
         matched: Candidate index -> physical indexes (ascending) of the live rows to update.
         assignments: The statement's SET: column name -> SQL text (or a Column).
+        codec: The session's Parquet codec (:func:`session_codec`).
 
     Raises:
         InvalidTableError: A touched data file is missing or is not readable Parquet.
     """
-    if not driver_writes_allowed(txn) or not _within_caps(candidates, matched):
+    if not driver_writes_allowed(txn, codec=codec) or not _within_caps(candidates, matched):
         return None
     values = translate_assignments(txn.schema, assignments)
     if values is None:
@@ -175,10 +183,26 @@ def driver_reader(txn: OptimisticTransaction) -> FileReader:
     )
 
 
-def driver_writes_allowed(txn: OptimisticTransaction) -> bool:
-    """Whether the table lets the driver write rows: no SQL to run in Spark, no change feed."""
+def session_codec(spark: SparkSession) -> str:
+    """The Parquet codec of the session's Spark writes (``spark.sql.parquet.compression.codec``)."""
+    return str(spark.conf.get(CODEC_SETTING, COMPRESSION)).lower()
+
+
+def driver_writes_allowed(txn: OptimisticTransaction, *, codec: str) -> bool:
+    """Whether the driver may write the statement's rows instead of a Spark job.
+
+    Not when the table computes SQL in Spark (generated columns, constraints) or records its
+    change data feed, nor when the session writes Parquet with another codec than the
+    driver's writer: the statement's files are then the ones a Spark job would write.
+
+    Args:
+        txn: The statement's transaction.
+        codec: The session's Parquet codec (:func:`session_codec`).
+    """
     config = txn.configuration
-    return not (config.generated_columns or config.constraint_checks or records_changes(txn))
+    return codec == COMPRESSION and not (
+        config.generated_columns or config.constraint_checks or records_changes(txn)
+    )
 
 
 def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, RowIndexes]) -> bool:
@@ -222,11 +246,10 @@ def translate_value(text: str, schema: StructType) -> Value | None:
     if "\\" in text or '"' in text or text.count("'") > 2:
         return None
     try:
-        # sqlglot 30 annotates parse_one with its base class Expr; the nodes are Expressions.
-        tree = cast(exp.Expression, sqlglot.parse_one(text, read="spark"))
+        trees = parse_spark_sql(text)
     except (ParseError, TokenError):
         return None
-    return _value(tree, schema)
+    return _value(trees[0], schema) if len(trees) == 1 else None
 
 
 def _value(node: exp.Expression, schema: StructType) -> Value | None:

@@ -42,9 +42,6 @@ DRIVER_WRITE_ROWS = 1_000_000
 DRIVER_WRITE_BYTES = 256 << 20
 """Most bytes (in Arrow memory) of rows a MERGE writes on the driver."""
 
-WRITER_CODEC = "snappy"
-"""The Parquet codec of the task writer, which the session must also use for Spark writes."""
-
 _NAME = r"(?:`([^`]+)`|([A-Za-z_][A-Za-z0-9_]*))"
 _QUALIFIED = re.compile(rf"^\s*{_NAME}\s*\.\s*{_NAME}\s*$")
 
@@ -109,12 +106,11 @@ def plan_driver_rows(
         source_schema: The source's columns, none named twice (case-insensitively).
         source_alias: The qualifier the ON condition gives the source.
         target_alias: The target's alias.
-        codec: The session's Parquet compression codec.
+        codec: The session's Parquet codec (see ``driver_writes_allowed``).
     """
     if (
-        not driver_writes_allowed(txn)
+        not driver_writes_allowed(txn, codec=codec)
         or txn.configuration.identity_columns
-        or codec.lower() != WRITER_CODEC
         or source_alias.lower() == target_alias.lower()
     ):
         return None

@@ -40,7 +40,11 @@ from deltatx.spark.commands.driver_match import (
     matched_addresses,
 )
 from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
-from deltatx.spark.commands.driver_update import translate_assignments, update_on_driver
+from deltatx.spark.commands.driver_update import (
+    session_codec,
+    translate_assignments,
+    update_on_driver,
+)
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     Rewritten,
@@ -85,7 +89,7 @@ def stage_update(
     # The change data feed needs the updated rows themselves, which only Spark reads.
     found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
     use_dvs = txn.configuration.deletion_vectors_enabled
-    on_driver = _update_on_driver(txn, candidates, found, set) if use_dvs else None
+    on_driver = _update_on_driver(spark, txn, candidates, found, set) if use_dvs else None
     if on_driver is not None:
         # The driver translated the condition and every SET value whole, so Spark would
         # resolve them too: its analysis (tens of ms in the JVM) is skipped.
@@ -93,7 +97,7 @@ def stage_update(
         metrics = _stage_dv_changes(txn, candidates, matched, added, started)
         record_row_level(txn, candidates, matched, predicate=predicate, condition=condition)
         return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
-    rewritten = None if use_dvs else _rewrite_on_driver(txn, candidates, found, set)
+    rewritten = None if use_dvs else _rewrite_on_driver(spark, txn, candidates, found, set)
     if rewritten is not None:
         metrics = _copy_on_write_metrics(rewritten, started)
         return record(txn, OperationName.UPDATE, metrics, predicate_parameters(predicate))
@@ -152,6 +156,7 @@ def _copy_on_write_metrics(rewritten: Rewritten, started: float) -> UpdateMetric
 
 
 def _rewrite_on_driver(
+    spark: SparkSession,
     txn: OptimisticTransaction,
     candidates: list[AddFile],
     found: dict[int, FileRows] | None,
@@ -166,10 +171,11 @@ def _rewrite_on_driver(
     values = translate_assignments(txn.schema, texts)
     if values is None:
         return None
-    return rewrite_on_driver(txn, candidates, found, values=values)
+    return rewrite_on_driver(txn, candidates, found, values=values, codec=session_codec(spark))
 
 
 def _update_on_driver(
+    spark: SparkSession,
     txn: OptimisticTransaction,
     candidates: list[AddFile],
     found: dict[int, FileRows] | None,
@@ -182,7 +188,7 @@ def _update_on_driver(
     if found is None:
         return None
     matched = matched_addresses(found)
-    added = update_on_driver(txn, candidates, matched, texts)
+    added = update_on_driver(txn, candidates, matched, texts, codec=session_codec(spark))
     return None if added is None else (matched, added)
 
 
