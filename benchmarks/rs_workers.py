@@ -109,6 +109,8 @@ def _copy_table(src: str, dst: str) -> None:
     if os.path.exists(dst):
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
+    # As deltatx's copies (spark_cases._copy): no writeback left for the timed statement.
+    os.sync()
 
 
 def rs_dml(template: str, workdir: str, op: str, rows: int, runs: int, warmup: int) -> list[float]:

@@ -173,6 +173,9 @@ def _fresh(path: str) -> str:
 
 def _copy(src: str, dst: str) -> None:
     shutil.copytree(src, _fresh(dst))
+    # The copy's dirty pages would otherwise be written back during the timed statement,
+    # whose fsynced commit then waits behind them (delta-rs's copies are synced alike).
+    os.sync()
 
 
 # -- case 6: write and read ------------------------------------------------------------------

@@ -9,6 +9,7 @@ snapshot when that keeps its meaning (see :mod:`deltatx.reexecution`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from deltatx.builders import MergeBuilder, OptimizeBuilder
 from deltatx.catalog import table_path
 from deltatx.delta_spark_names import DeltaTableNames
 from deltatx.errors import (
+    DeltaError,
     ProtocolChangedException,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -92,6 +94,11 @@ class DeltaTable(DeltaTableNames):
         table = cls(spark, path)
         if not table._log.table_exists():
             raise TableNotFoundError(f"there is no Delta table at {table.path}")
+        # Loaded now, as delta-spark's forPath and delta-rs's DeltaTable load it: a statement
+        # then only looks for newer commits. A table that cannot be read keeps failing where
+        # it is used, with that use's error.
+        with contextlib.suppress(DeltaError):
+            table._latest = table._log.snapshot()
         return table
 
     @classmethod

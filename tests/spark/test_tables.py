@@ -236,3 +236,25 @@ def test_create_on_an_unsupported_store_is_refused_and_writes_nothing(
     with pytest.raises(UnsupportedFeatureError):
         deltatx.write(spark.range(1), uri)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_handle_loads_the_table_when_opened(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As delta-spark's forPath and delta-rs's DeltaTable: the handle holds the table's state,
+    # so a statement only looks for commits newer than it, and still sees them.
+    from deltatx.log.delta_log import DeltaLog
+
+    path = str(table_dir)
+    deltatx.write(events(spark, "2024-01-01", 0, 10), path)
+    dt = DeltaTable.for_path(spark, path)
+    deltatx.write(events(spark, "2024-01-02", 10, 5), path, mode="append")
+
+    def replay_everything(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the statement replayed the whole log")
+
+    monkeypatch.setattr(DeltaLog, "snapshot", replay_everything)
+    dt.delete("id % 2 = 0")
+    monkeypatch.undo()
+    assert [r[0] for r in rows(dt.to_df())] == [1, 3, 5, 7, 9, 11, 13]
+    assert dt.version() == 2

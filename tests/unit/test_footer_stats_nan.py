@@ -18,7 +18,11 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
-from deltatx.spark.data_file_writer import DataFileWriter, footer_statistics_columns
+from deltatx.spark.data_file_writer import (
+    DataFileWriter,
+    dictionary_columns,
+    footer_statistics_columns,
+)
 from deltatx.spark.stats import FLOAT_STATS_KEY, file_stats_json
 
 NAN = math.nan
@@ -29,7 +33,7 @@ def _double(name: str) -> StructField:
 
 
 def _write(path: Path, *tables: pa.Table) -> pq.FileMetaData:
-    writer = DataFileWriter(str(path), tables[0].schema)
+    writer = DataFileWriter(str(path), tables[0].schema, first=tables[0])
     for table in tables:
         writer.write_table(table)
     writer.close()
@@ -170,3 +174,53 @@ def test_statistics_from_the_data_equal_footer_statistics_on_nan_free_data(
     plain = folder / "plain.parquet"
     pq.write_table(pa.concat_tables(tables), plain, row_group_size=row_group_rows)
     assert ours == file_stats_json(pq.read_metadata(plain), schema)
+
+
+def test_columns_of_mostly_distinct_values_are_not_dictionary_encoded(tmp_path: Path) -> None:
+    n = 10_000
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "k": pa.array([f"k{i % 10}" for i in range(n)]),
+            "s": pa.array([f"s{i}" for i in range(n)]),
+            "v": pa.array([i % 3 * 0.5 for i in range(n)]),
+        }
+    )
+    assert dictionary_columns(table) == ["k", "v"]
+    assert dictionary_columns(None) is True
+    assert dictionary_columns(pa.table({"a": [[1]], "b": [1]})) is True
+    meta = _write(tmp_path / "f.parquet", table)
+    group = meta.row_group(0)
+    dictionary = {
+        group.column(i).path_in_schema: group.column(i).has_dictionary_page
+        for i in range(meta.num_columns)
+    }
+    assert dictionary == {"id": False, "k": True, "s": False, "v": True}
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(-50, 50))),
+        min_size=1,
+        max_size=300,
+    ),
+    st.integers(1, 299),
+)
+def test_a_file_holds_exactly_its_rows_whichever_columns_get_a_dictionary(
+    rows: list[tuple[int, int | None]], split: int
+) -> None:
+    # The choice is made on the first table; later tables may have any other spread.
+    import tempfile
+
+    table = pa.table(
+        {
+            "few": pa.array([r[0] for r in rows], pa.int32()),
+            "many": pa.array([r[1] for r in rows], pa.int64()),
+            "text": pa.array([None if r[1] is None else str(r[1]) for r in rows]),
+        }
+    )
+    parts = [table.slice(0, split), table.slice(split)]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "f.parquet"
+        _write(path, *[p for p in parts if p.num_rows])
+        assert pq.read_table(path).equals(table)

@@ -250,10 +250,18 @@ def add_files_from_table(table: pa.Table) -> list[AddFile]:
     ]
 
 
-def file_summaries(table: pa.Table) -> list[FileSummary]:
-    """Each state row's partition values and statistics: what file skipping reads."""
-    values = table.column("partition_values").to_pylist(maps_as_pydicts="strict")
+def file_summaries(table: pa.Table, *, partitioned: bool) -> list[FileSummary]:
+    """Each state row's partition values and statistics: what file skipping reads.
+
+    Args:
+        table: Rows of a snapshot's file table.
+        partitioned: Whether the table has partition columns; without, the (empty) partition
+            values are not read, which is most of the cost.
+    """
     stats = table.column("stats").to_pylist()
+    if not partitioned:
+        return [FileSummary({}, s) for s in stats]
+    values = table.column("partition_values").to_pylist(maps_as_pydicts="strict")
     return [FileSummary(v or {}, s) for v, s in zip(values, stats, strict=True)]
 
 

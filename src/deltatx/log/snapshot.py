@@ -455,7 +455,8 @@ class Snapshot:
         if self._add_files is not None:
             return list(compress(self._add_files, compiled.matches(self._add_files)))
         # Skipping reads two columns of the state; only the files it keeps become actions.
-        keep = compiled.matches(_state.file_summaries(self.files))
+        summaries = _state.file_summaries(self.files, partitioned=bool(self.partition_columns))
+        keep = compiled.matches(summaries)
         return _state.add_files_from_table(self.files.filter(pa.array(keep, pa.bool_())))
 
     def tombstones(self, *, now_ms: int | None = None) -> list[RemoveFile]:

@@ -224,6 +224,10 @@ class _TaskWriter:
         offset = 0
         while offset < table.num_rows:
             entry = self.open.get(key)
+            room = table.num_rows - offset
+            if self.max_rows:
+                room = min(room, self.max_rows - (0 if entry is None else entry[2]))
+            chunk = table.slice(offset, room)
             if entry is None:
                 directory = self._directory(key)
                 name = f"part-{uuid.uuid4().hex}.c000.snappy.parquet"
@@ -236,12 +240,9 @@ class _TaskWriter:
                     self.location.fs_path(self.location.child(rel))
                 )
                 self.sinks[rel] = sink
-                entry = (rel, DataFileWriter(sink, table.schema), 0)
+                entry = (rel, DataFileWriter(sink, table.schema, first=chunk), 0)
             rel, writer, written = entry
-            room = table.num_rows - offset
-            if self.max_rows:
-                room = min(room, self.max_rows - written)
-            writer.write_table(table.slice(offset, room))
+            writer.write_table(chunk)
             offset += room
             written += room
             self.open[key] = (rel, writer, written)

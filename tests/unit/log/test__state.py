@@ -88,3 +88,15 @@ def test_spellings_of_one_file_share_a_key() -> None:
         _state.dict_key(_add(p), root=ROOT) for p in ("a b", "a%20b", "/t/a b", "file:/t/a%20b")
     }
     assert keys == {"a b"}
+
+
+def test_file_summaries_are_what_skipping_reads_of_each_add() -> None:
+    table = _state.files_from_dicts([_add("a.parquet", stats='{"numRecords":1}'), _add("b")])
+    files = _state.add_files_from_table(table)
+    summaries = _state.file_summaries(table, partitioned=True)
+    assert [(s.partition_values, s.stats) for s in summaries] == [
+        (f.partition_values, f.stats) for f in files
+    ]
+    # Without partition columns no file has partition values to read.
+    flat = _state.file_summaries(table, partitioned=False)
+    assert [(s.partition_values, s.stats) for s in flat] == [({}, f.stats) for f in files]

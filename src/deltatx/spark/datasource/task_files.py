@@ -153,6 +153,9 @@ class TaskFiles:
             self._write(texts[int(rows[0])], table.take(pa.array(rows)))
 
     def _write(self, values: tuple[str | None, ...], table: pa.Table) -> None:
+        data = table.select(self.data_names)
+        columns = [renamed(c, f.type) for c, f in zip(data.columns, self.data_arrow, strict=True)]
+        stored = pa.Table.from_arrays(columns, schema=self.data_arrow)
         entry = self.open.get(values)
         if entry is None:
             dirs = partition_directories(self.partition_keys, values)
@@ -163,11 +166,8 @@ class TaskFiles:
             sink = self.location.fs.open_output_stream(self.location.fs_path(relative))
             # The writer does not close a stream it was given; on S3 the upload ends at close.
             self.sinks[relative] = sink
-            writer = DataFileWriter(sink, self.data_arrow)
+            writer = DataFileWriter(sink, self.data_arrow, first=stored)
             entry = self.open[values] = (relative, writer)
-        data = table.select(self.data_names)
-        columns = [renamed(c, f.type) for c, f in zip(data.columns, self.data_arrow, strict=True)]
-        stored = pa.Table.from_arrays(columns, schema=self.data_arrow)
         entry[1].write_table(stored)
 
     def close(self) -> list[AddFile]:
