@@ -77,7 +77,7 @@ def _footer_and_nan_scan(folder: Path, parts: list[pa.RecordBatch]) -> None:
 
 
 def _data_file_writer(folder: Path, parts: list[pa.RecordBatch]) -> None:
-    writer = DataFileWriter(str(folder / "c.parquet"), parts[0].schema)
+    writer = DataFileWriter(str(folder / "c.parquet"), parts[0].schema, first=parts[0])
     for batch in parts:
         writer.write_table(pa.Table.from_batches([batch]))
     writer.close()

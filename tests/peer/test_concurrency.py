@@ -34,7 +34,7 @@ import deltatx
 from deltatx import ConcurrentModificationException, DeltaTable, Transaction
 
 from .engine import DeltaSpark
-from .tables import canonical, log_actions, ours
+from .tables import FULL, canonical, log_actions, ours
 
 # The six documented conflict exceptions (and ConcurrentWriteException, which delta-spark raises
 # for commits that skip conflict detection).
@@ -198,7 +198,6 @@ CASES = _cases()
 # Both commit orders of every cell take about seven minutes; `make test` (whose whole run must
 # stay under 30 minutes on two cores) races each cell in one order, alternating, and
 # `make peer` (DELTATX_PEER_FULL=1) in both.
-FULL = bool(os.environ.get("DELTATX_PEER_FULL"))
 DELTA_SPARK_FIRST = CASES if FULL else CASES[0::2]
 DELTATX_FIRST = CASES if FULL else CASES[1::2]
 

@@ -187,7 +187,7 @@ def test_columns_of_mostly_distinct_values_are_not_dictionary_encoded(tmp_path: 
         }
     )
     assert dictionary_columns(table) == ["k", "v"]
-    assert dictionary_columns(None) is True
+    assert dictionary_columns(table.slice(0, 0)) is True
     assert dictionary_columns(pa.table({"a": [[1]], "b": [1]})) is True
     meta = _write(tmp_path / "f.parquet", table)
     group = meta.row_group(0)

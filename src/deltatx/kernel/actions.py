@@ -1,13 +1,15 @@
 """The actions of the Delta transaction log, as frozen dataclasses.
 
 Names follow PROTOCOL.md. Every action keeps the fields it does not know in ``extra`` so that a
-log written by a newer engine survives a read-modify-write round trip unchanged.
+log written by a newer engine survives a read-modify-write round trip unchanged. What file
+skipping reads of an ``add`` is :class:`FileStatistics`; :class:`FileSummary` is just that part.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 JsonDict = dict[str, Any]
 
@@ -102,6 +104,31 @@ class AddFile:
             base_row_id=self.base_row_id,
             default_row_commit_version=self.default_row_commit_version,
         )
+
+
+class FileStatistics(Protocol):
+    """What file skipping reads of a data file: an ``add`` action, or a :class:`FileSummary`."""
+
+    @property
+    def partition_values(self) -> Mapping[str, str | None] | None:
+        """The file's partition values, by partition column."""
+
+    @property
+    def stats(self) -> str | None:
+        """The file's statistics JSON, if it has any."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    """A file's partition values and statistics without the rest of its ``add`` action.
+
+    Attributes:
+        partition_values: The file's partition values, by partition column.
+        stats: The file's statistics JSON, if it has any.
+    """
+
+    partition_values: Mapping[str, str | None] | None
+    stats: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 
+from deltatx.kernel.actions import FileStatistics
 from deltatx.kernel.column_mapping import PHYSICAL_NAME_KEY
 from deltatx.kernel.expressions import (
     TRUE,
@@ -231,31 +231,6 @@ def may_hold_value(nulls: Any, num_records: int | None) -> bool:
     if isinstance(nulls, bool) or not isinstance(nulls, int):
         return True
     return num_records is None or nulls < num_records
-
-
-class FileStatistics(Protocol):
-    """What file skipping reads of a data file: an ``add`` action, or a :class:`FileSummary`."""
-
-    @property
-    def partition_values(self) -> Mapping[str, str | None] | None:
-        """The file's partition values, by partition column."""
-
-    @property
-    def stats(self) -> str | None:
-        """The file's statistics JSON, if it has any."""
-
-
-@dataclass(frozen=True, slots=True)
-class FileSummary:
-    """A file's partition values and statistics without the rest of its ``add`` action.
-
-    Attributes:
-        partition_values: The file's partition values, by partition column.
-        stats: The file's statistics JSON, if it has any.
-    """
-
-    partition_values: Mapping[str, str | None] | None
-    stats: str | None
 
 
 class _FileView:

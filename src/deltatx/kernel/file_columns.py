@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from deltatx.kernel.actions import FileStatistics
 from deltatx.kernel.evaluation import (
     _TYPE_CHANGES,
-    FileStatistics,
     _ColumnPlan,
     _FileView,
     column_plan,

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from deltatx.kernel.actions import FileStatistics
 from deltatx.kernel.evaluation import (
     _FLIPPED,
     _T,
-    FileStatistics,
     _mask,
 )
 from deltatx.kernel.expressions import (

@@ -17,8 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor, RemoveFile
-from deltatx.kernel.evaluation import FileSummary
+from deltatx.kernel.actions import AddFile, DeletionVectorDescriptor, FileSummary, RemoveFile
 from deltatx.kernel.file_paths import PLAIN_PATH_NOT, file_key
 
 STR_MAP = pa.map_(pa.string(), pa.string())

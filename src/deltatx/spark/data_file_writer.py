@@ -41,13 +41,13 @@ _DICTIONARY_SAMPLE_ROWS = 4096
 _DICTIONARY_MAX_DISTINCT = 0.5
 
 
-def dictionary_columns(first: pa.Table | None) -> bool | list[str]:
+def dictionary_columns(first: pa.Table) -> bool | list[str]:
     """Which columns to dictionary-encode, judged on the first table a file gets.
 
-    Every column (up to the page limit) without a table to judge by, or when a column is
-    nested; otherwise the columns with few distinct values among the first rows.
+    Every column (up to the page limit) when the table is empty or a column is nested;
+    otherwise the columns with few distinct values among the first rows.
     """
-    if first is None or not first.num_rows:
+    if not first.num_rows:
         return True
     if any(pa.types.is_nested(f.type) for f in first.schema):
         return True
@@ -96,7 +96,7 @@ class DataFileWriter:
 
     __slots__ = ("_floats", "_writer")
 
-    def __init__(self, sink: Any, schema: pa.Schema, *, first: pa.Table | None = None) -> None:
+    def __init__(self, sink: Any, schema: pa.Schema, *, first: pa.Table) -> None:
         """Opens the file.
 
         Args:

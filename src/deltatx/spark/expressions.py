@@ -19,7 +19,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from deltatx.errors import ConditionSyntaxError, InvalidConditionError
+from deltatx.errors import InvalidConditionError
 from deltatx.kernel.expressions import (
     Column,
     Comparison,
@@ -35,6 +35,7 @@ from deltatx.kernel.expressions import (
     or_,
 )
 from deltatx.kernel.schema import StructType, is_complex
+from deltatx.spark.condition_syntax import syntax_error
 
 if TYPE_CHECKING:
     import pyspark.sql
@@ -352,8 +353,8 @@ class _Translator:
                 )
             tree = statements[0]
         except (ParseError, TokenError) as e:
-            raise _syntax_error(self.text, e) from None
-        if tree is None or isinstance(tree, _STATEMENTS):
+            raise syntax_error(self.text, e) from None
+        if isinstance(tree, _STATEMENTS):
             raise InvalidConditionError(f"the condition '{self.text}' is not a boolean expression")
         return tree
 
@@ -467,69 +468,6 @@ class _Translator:
             deterministic=not _has_non_deterministic(node),
             complex_type=complex_type,
         )
-
-
-# How sqlglot's node classes read in SQL, to name the construct a syntax error stopped in.
-_CONSTRUCTS = {
-    "And": "AND",
-    "Or": "OR",
-    "Not": "NOT",
-    "EQ": "=",
-    "NEQ": "<>",
-    "GT": ">",
-    "GTE": ">=",
-    "LT": "<",
-    "LTE": "<=",
-    "NullSafeEQ": "<=>",
-    "Between": "BETWEEN",
-    "In": "IN",
-    "Is": "IS",
-    "Like": "LIKE",
-    "Add": "+",
-    "Sub": "-",
-    "Mul": "*",
-    "Div": "/",
-}
-_OPERANDS = {
-    "this": "its left operand",
-    "expression": "its right operand",
-    "high": "its upper bound",
-}
-_MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
-
-
-def _syntax_error(text: str, error: ParseError | TokenError) -> ConditionSyntaxError:
-    """A syntax error in user words: the construct, what it lacks, and the position."""
-    if isinstance(error, TokenError):
-        quote = "an unterminated string or quoted name" if ("'" in text or "`" in text) else None
-        what = quote or "a character SQL does not allow"
-        return ConditionSyntaxError(
-            f"cannot parse the condition '{text}': it contains {what}",
-            condition=text,
-            construct="token",
-            column=len(text),
-        )
-    details = error.errors[0] if getattr(error, "errors", None) else {}
-    column = int(details.get("col") or len(text))
-    token = str(details.get("highlight") or "").strip()
-    description = str(details.get("description") or "")
-    missing = _MISSING.search(description)
-    if missing:
-        construct = _CONSTRUCTS.get(missing.group(2), missing.group(2).upper())
-        lacks = _OPERANDS.get(missing.group(1), f"its {missing.group(1)}")
-        problem = f"{construct} is missing {lacks}"
-    elif description.startswith("Expecting )"):
-        construct = "("
-        problem = "a parenthesis is not closed"
-    else:
-        construct = token or "end of text"
-        problem = f"unexpected '{token}'" if token else "the condition ends too early"
-    return ConditionSyntaxError(
-        f"cannot parse the condition '{text}': {problem} (at character {column})",
-        condition=text,
-        construct=construct,
-        column=column,
-    )
 
 
 def _literal_value(node: exp.Expression) -> tuple[bool, Any]:

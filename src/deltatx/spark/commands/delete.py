@@ -35,7 +35,6 @@ from deltatx.spark.commands.driver_match import (
     matched_addresses,
 )
 from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
-from deltatx.spark.commands.driver_update import session_codec
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     Rewritten,
@@ -106,7 +105,7 @@ def stage_delete(
     rewritten = (
         None
         if found is None
-        else rewrite_on_driver(txn, candidates, found, values=None, codec=session_codec(spark))
+        else rewrite_on_driver(txn, candidates, found, values=None, spark=spark)
     )
     if rewritten is None:
         rewritten = _stage_spark_copy_on_write(spark, txn, candidates, condition, found)

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import SparkSession
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import num_records
@@ -79,7 +80,7 @@ def rewrite_on_driver(
     found: Mapping[int, FileRows],
     *,
     values: Mapping[str, Value] | None,
-    codec: str,
+    spark: SparkSession,
 ) -> Rewritten | None:
     """Rewrites the files holding matched rows and stages it; None to use the Spark job.
 
@@ -88,7 +89,7 @@ def rewrite_on_driver(
         candidates: The files the statement read, indexed as in ``found``.
         found: Candidate index -> the live rows the condition matches in it.
         values: An UPDATE's SET, translated for the driver; None for a DELETE.
-        codec: The session's Parquet codec (see ``driver_writes_allowed``).
+        spark: The session, whose Parquet codec the written files must have.
 
     Raises:
         InvalidTableError: A touched data file is missing or is not readable Parquet.
@@ -109,7 +110,7 @@ def rewrite_on_driver(
     ]
     rows = sum(found[i].physical for i in rewritten)
     size = sum(candidates[i].size for i in rewritten)
-    if jobs and not (driver_writes_allowed(txn, codec=codec) and _within_caps(rows, size)):
+    if jobs and not (_within_caps(rows, size) and driver_writes_allowed(txn, spark)):
         return None
     added: list[AddFile] = []
     if jobs:

@@ -81,7 +81,7 @@ def update_on_driver(
     matched: Mapping[int, RowIndexes],
     assignments: Mapping[str, str | SparkColumn],
     *,
-    codec: str,
+    spark: SparkSession,
 ) -> list[AddFile] | None:
     """Writes the new versions of the matched rows without Spark; None to use a Spark job.
 
@@ -90,12 +90,12 @@ def update_on_driver(
         candidates: The files the statement read, indexed as in ``matched``.
         matched: Candidate index -> physical indexes (ascending) of the live rows to update.
         assignments: The statement's SET: column name -> SQL text (or a Column).
-        codec: The session's Parquet codec (:func:`session_codec`).
+        spark: The session, whose Parquet codec the written files must have.
 
     Raises:
         InvalidTableError: A touched data file is missing or is not readable Parquet.
     """
-    if not driver_writes_allowed(txn, codec=codec) or not _within_caps(candidates, matched):
+    if not _within_caps(candidates, matched) or not driver_writes_allowed(txn, spark):
         return None
     values = translate_assignments(txn.schema, assignments)
     if values is None:
@@ -183,26 +183,18 @@ def driver_reader(txn: OptimisticTransaction) -> FileReader:
     )
 
 
-def session_codec(spark: SparkSession) -> str:
-    """The Parquet codec of the session's Spark writes (``spark.sql.parquet.compression.codec``)."""
-    return str(spark.conf.get(CODEC_SETTING, COMPRESSION)).lower()
-
-
-def driver_writes_allowed(txn: OptimisticTransaction, *, codec: str) -> bool:
+def driver_writes_allowed(txn: OptimisticTransaction, spark: SparkSession) -> bool:
     """Whether the driver may write the statement's rows instead of a Spark job.
 
     Not when the table computes SQL in Spark (generated columns, constraints) or records its
     change data feed, nor when the session writes Parquet with another codec than the
-    driver's writer: the statement's files are then the ones a Spark job would write.
-
-    Args:
-        txn: The statement's transaction.
-        codec: The session's Parquet codec (:func:`session_codec`).
+    driver's writer: the statement's files are then the ones a Spark job would write. The
+    session is asked last, since asking is a round trip to the JVM.
     """
     config = txn.configuration
-    return codec == COMPRESSION and not (
-        config.generated_columns or config.constraint_checks or records_changes(txn)
-    )
+    if config.generated_columns or config.constraint_checks or records_changes(txn):
+        return False
+    return str(spark.conf.get(CODEC_SETTING, COMPRESSION)).lower() == COMPRESSION
 
 
 def _within_caps(candidates: Sequence[AddFile], matched: Mapping[int, RowIndexes]) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from deltatx.kernel.actions import AddFile
@@ -96,7 +97,7 @@ def plan_driver_rows(
     *,
     source_alias: str,
     target_alias: str,
-    codec: str,
+    spark: SparkSession,
 ) -> DriverRows | None:
     """How the driver builds the rows a MERGE writes, or None when a Spark job must.
 
@@ -106,12 +107,12 @@ def plan_driver_rows(
         source_schema: The source's columns, none named twice (case-insensitively).
         source_alias: The qualifier the ON condition gives the source.
         target_alias: The target's alias.
-        codec: The session's Parquet codec (see ``driver_writes_allowed``).
+        spark: The session, whose Parquet codec the written files must have.
     """
     if (
-        not driver_writes_allowed(txn, codec=codec)
-        or txn.configuration.identity_columns
+        txn.configuration.identity_columns
         or source_alias.lower() == target_alias.lower()
+        or not driver_writes_allowed(txn, spark)
     ):
         return None
     schema = txn.schema

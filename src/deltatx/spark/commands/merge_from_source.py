@@ -50,7 +50,6 @@ from deltatx.spark.commands.common import (
     write_data,
 )
 from deltatx.spark.commands.driver_rewrite import copies_fit, rewrite_for_merge
-from deltatx.spark.commands.driver_update import session_codec
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.merge_analysis import SOURCE_ROW, Analysis, analyse
 from deltatx.spark.commands.merge_clauses import (
@@ -128,7 +127,7 @@ def stage_source_driven(
             local.schema,
             source_alias=local.alias,
             target_alias=target_alias,
-            codec=session_codec(spark),
+            spark=spark,
         )
         if local is not None
         else None

@@ -40,11 +40,7 @@ from deltatx.spark.commands.driver_match import (
     matched_addresses,
 )
 from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
-from deltatx.spark.commands.driver_update import (
-    session_codec,
-    translate_assignments,
-    update_on_driver,
-)
+from deltatx.spark.commands.driver_update import translate_assignments, update_on_driver
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     Rewritten,
@@ -171,7 +167,7 @@ def _rewrite_on_driver(
     values = translate_assignments(txn.schema, texts)
     if values is None:
         return None
-    return rewrite_on_driver(txn, candidates, found, values=values, codec=session_codec(spark))
+    return rewrite_on_driver(txn, candidates, found, values=values, spark=spark)
 
 
 def _update_on_driver(
@@ -188,7 +184,7 @@ def _update_on_driver(
     if found is None:
         return None
     matched = matched_addresses(found)
-    added = update_on_driver(txn, candidates, matched, texts, codec=session_codec(spark))
+    added = update_on_driver(txn, candidates, matched, texts, spark=spark)
     return None if added is None else (matched, added)
 
 
