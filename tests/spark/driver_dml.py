@@ -29,6 +29,7 @@ DML_CONDITIONS = [
     "sm > 2 OR t = 'b'",
     "id >= 60",
     "id = 1000000",
+    "(sm - n) % 3 = -1",
 ]
 
 

@@ -46,6 +46,13 @@ _ATOMS = [
     "e = 1",
     "e IS NULL",
     "id BETWEEN 5 AND 20",
+    # Integer arithmetic: Java's remainder keeps the dividend's sign, NULL operands give NULL.
+    "n % 2 = 0",
+    "(id - 50) % 7 = -3",
+    "id % -4 IN (1, 3)",
+    "n * 2 + 1 > id % 9",
+    "n + e = 3",
+    "(n - id) % 3 IS NULL",
 ]
 _NOT_TRANSLATED = [
     "true",
@@ -54,8 +61,12 @@ _NOT_TRANSLATED = [
     "length(s) = 1",
     "n = 1.5",
     "s = 1",
-    "n % 2 = 0",
     "s = 'a\\\\b'",
+    "n % 0 = 0",
+    "id * 9223372036854775807 > 0",
+    "s % 2 = 0",
+    "n % 2.5 = 0",
+    "id / 2 = 1",
 ]
 
 

@@ -28,13 +28,35 @@ from .driver_dml import DML_CONDITIONS, DriverSpy, added_stats, copy_table, dml_
 # Per column, SET values: most the driver evaluates, some it must leave to Spark (a cast,
 # a function, an overflow of the column's type).
 _SETS: Mapping[str, list[str]] = {
-    "id": ["id + 1000", "n", "id * -3", "NULL", "sm"],
-    "n": ["NULL", "0", "n + 1", "n * 2", "n - id", "id", "-7", "(n + 1) * 3", "n + 2147483647"],
-    "sm": ["sm + 1", "NULL", "7", "n", "sm * 1000", "40000"],
+    "id": ["id + 1000", "n", "id * -3", "NULL", "sm", "id % 7"],
+    "n": [
+        "NULL",
+        "0",
+        "n + 1",
+        "n * 2",
+        "n - id",
+        "id",
+        "-7",
+        "(n + 1) * 3",
+        "n + 2147483647",
+        "(n - id) % -4",
+    ],
+    "sm": ["sm + 1", "NULL", "7", "n", "sm * 1000", "40000", "sm % 5"],
     "s": ["'z'", "NULL", "t", "'é ü'", "upper(s)", "CAST(n AS STRING)"],
     "t": ["s", "'long string past the thirty two characters of stats'"],
     "b": ["true", "NULL", "false", "NOT b", "b"],
-    "d": ["NULL", "d", "d + 1", "d * 0.1", "d - n", "1.5e3 - d", "0.1", "n + 0.5", "id * 3"],
+    "d": [
+        "NULL",
+        "d",
+        "d + 1",
+        "d * 0.1",
+        "d - n",
+        "1.5e3 - d",
+        "0.1",
+        "n + 0.5",
+        "id * 3",
+        "d % 2",
+    ],
     "day": ["NULL", "day", "DATE '2024-01-01'"],
     "p": ["'x'", "'q'", "NULL"],
 }
@@ -105,6 +127,7 @@ def test_driver_update_matches_the_spark_job(
         ("s IS NULL", {"p": "'q'", "d": "NULL", "day": "day"}),
         ("b", {"sm": "sm + 1", "t": "s", "b": "false"}),
         ("id < 40", {"d": "d + 1.0"}),
+        ("id % 3 = 1", {"n": "(n - id) % 4", "sm": "sm * 2"}),
     ],
 )
 def test_simple_updates_run_no_spark_job(
@@ -135,6 +158,7 @@ def test_simple_updates_run_no_spark_job(
         {"s": "upper(s)"},
         {"d": "n + 0.5"},  # decimal arithmetic, then a cast
         {"sm": "40000"},
+        {"d": "d % 2"},  # a double's remainder
     ],
 )
 def test_values_the_driver_cannot_evaluate_exactly_go_to_spark(

@@ -22,6 +22,7 @@ from deltatx.kernel.column_mapping import PHYSICAL_NAME_KEY
 from deltatx.kernel.expressions import (
     TRUE,
     And,
+    Arithmetic,
     Column,
     Comparison,
     ComparisonOp,
@@ -437,7 +438,7 @@ def _mask(expr: Expression, view: _FileView) -> int:
             return _and_masks([_mask(c, view) for c in expr.children])
         case Or():
             return _or_masks([_mask(c, view) for c in expr.children])
-        case Opaque():
+        case Opaque() | Arithmetic():
             return _ALL
 
 

@@ -2,7 +2,9 @@
 
 Conditions arrive as Spark SQL strings or Columns and are translated (in ``deltatx.spark``)
 into these nodes. A condition that cannot be translated becomes :class:`Opaque`, which every
-evaluator treats as "may be true": correct, only coarser.
+evaluator treats as "may be true": correct, only coarser. Integer :class:`Arithmetic` is
+computed only where Spark's result can be reproduced exactly, on the driver's Arrow columns;
+statistics, partition values and single rows treat it as they treat :class:`Opaque`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ class Comparison:
     """``left op right``."""
 
     op: ComparisonOp
+    left: Expression
+    right: Expression
+
+
+class ArithmeticOp(StrEnum):
+    """Integer operators whose exact result the driver can compute.
+
+    ``%`` is Java's remainder, with the sign of the dividend.
+    """
+
+    ADD = "+"
+    SUBTRACT = "-"
+    MULTIPLY = "*"
+    REMAINDER = "%"
+
+
+@dataclass(frozen=True, slots=True)
+class Arithmetic:
+    """``left op right``: a value, never a condition by itself."""
+
+    op: ArithmeticOp
     left: Expression
     right: Expression
 
@@ -104,7 +127,9 @@ class Opaque:
     complex_type: bool = False
 
 
-Expression = Column | Literal | Comparison | In | IsNull | IsNotNull | And | Or | Not | Opaque
+Expression = (
+    Column | Literal | Arithmetic | Comparison | In | IsNull | IsNotNull | And | Or | Not | Opaque
+)
 
 TRUE = Literal(True)
 FALSE = Literal(False)
@@ -147,7 +172,7 @@ def columns_of(expr: Expression) -> frozenset[str]:
             return frozenset({expr.name.lower()})
         case Literal() | Opaque():
             return frozenset()
-        case Comparison():
+        case Comparison() | Arithmetic():
             return columns_of(expr.left) | columns_of(expr.right)
         case In():
             out = columns_of(expr.value)
@@ -164,9 +189,9 @@ def columns_of(expr: Expression) -> frozenset[str]:
 
 
 def has_opaque(expr: Expression) -> bool:
-    """Whether any part of the expression is :class:`Opaque` (not evaluable on metadata)."""
+    """Whether any part is :class:`Opaque` or :class:`Arithmetic` (not evaluable on metadata)."""
     match expr:
-        case Opaque():
+        case Opaque() | Arithmetic():
             return True
         case Column() | Literal():
             return False
@@ -196,6 +221,8 @@ def to_sql(expr: Expression) -> str:
             return "'" + str(v).replace("'", "''") + "'"
         case Comparison():
             return f"{to_sql(expr.left)} {expr.op.value} {to_sql(expr.right)}"
+        case Arithmetic():
+            return f"({to_sql(expr.left)} {expr.op.value} {to_sql(expr.right)})"
         case In():
             return f"{to_sql(expr.value)} IN ({', '.join(to_sql(o) for o in expr.options)})"
         case IsNull():

@@ -7,6 +7,7 @@ from typing import Any
 
 from deltatx.kernel.expressions import (
     And,
+    Arithmetic,
     Column,
     Comparison,
     ComparisonOp,
@@ -35,7 +36,7 @@ from deltatx.kernel.values import (
 
 
 class _Unknown(Exception):
-    """An Opaque sub-expression was met while evaluating a row."""
+    """An Opaque or arithmetic sub-expression was met while evaluating a row."""
 
 
 def evaluate_on_row(
@@ -63,7 +64,7 @@ def _row_value(expr: Expression, row: Mapping[str, Any], schema: StructType | No
             return row.get(expr.name.lower())
         case Literal():
             return expr.value
-        case Opaque():
+        case Opaque() | Arithmetic():
             raise _Unknown
         case _:
             return row_truth(expr, row, schema)
@@ -172,7 +173,7 @@ def row_truth(expr: Expression, row: Mapping[str, Any], schema: StructType | Non
                 return _kleene_and(row_truth(c, row, schema) for c in expr.children)
             case Or():
                 return _kleene_or(row_truth(c, row, schema) for c in expr.children)
-            case Opaque():
+            case Opaque() | Arithmetic():
                 return None
     except _Unknown:
         return None

@@ -1,9 +1,10 @@
 """Spark SQL conditions (strings or Columns) translated into the predicate IR with sqlglot.
 
-What the IR can express (comparisons, IN, IS [NOT] NULL, BETWEEN, AND/OR/NOT, literals and
-column references) is translated exactly; anything else (functions, arithmetic, subqueries,
-``rand()``) becomes :class:`~deltatx.kernel.expressions.Opaque`, which every evaluator treats
-as "may be true". pyspark is imported only when a Column is passed.
+What the IR can express (comparisons, IN, IS [NOT] NULL, BETWEEN, AND/OR/NOT, literals,
+column references and ``+``, ``-``, ``*``, ``%`` over them) is translated exactly; anything
+else (functions, division, subqueries, ``rand()``) becomes
+:class:`~deltatx.kernel.expressions.Opaque`, which every evaluator treats as "may be true".
+pyspark is imported only when a Column is passed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from deltatx.errors import InvalidConditionError
 from deltatx.kernel.expressions import (
+    Arithmetic,
+    ArithmeticOp,
     Column,
     Comparison,
     ComparisonOp,
@@ -49,6 +52,13 @@ _COMPARISONS: dict[type[exp.Expression], ComparisonOp] = {
     exp.GTE: ComparisonOp.GE,
     exp.NullSafeEQ: ComparisonOp.NULL_SAFE_EQ,
 }
+ARITHMETIC_OPERATORS: dict[type[exp.Expression], ArithmeticOp] = {
+    exp.Add: ArithmeticOp.ADD,
+    exp.Sub: ArithmeticOp.SUBTRACT,
+    exp.Mul: ArithmeticOp.MULTIPLY,
+    exp.Mod: ArithmeticOp.REMAINDER,
+}
+"""sqlglot's node for each operator of :class:`~deltatx.kernel.expressions.Arithmetic`."""
 # The one list of non-deterministic functions: Spark's ``Nondeterministic`` expressions (a
 # value that differs between evaluations of the same row, with or without a seed argument).
 # Delta Lake's isolation-level documentation lists conditions that use them among the
@@ -418,6 +428,11 @@ class _Translator:
         op = _COMPARISONS.get(type(node))
         if op is not None:
             return Comparison(op, self.translate(node.this), self.translate(node.expression))
+        arithmetic = ARITHMETIC_OPERATORS.get(type(node))
+        if arithmetic is not None:
+            left, right = self.translate(node.this), self.translate(node.expression)
+            if isinstance(left, _OPERANDS) and isinstance(right, _OPERANDS):
+                return Arithmetic(arithmetic, left, right)
         return self._opaque(node)
 
     def _is(self, node: exp.Is) -> Expression:
@@ -505,8 +520,12 @@ def _number(text: str) -> tuple[bool, Any]:
         return False, None
 
 
+# What an arithmetic operand may be; anything else makes the whole operation Opaque.
+_OPERANDS = (Column, Literal, Arithmetic)
 _T = exp.DataType.Type
-_INTEGRAL = {_T.TINYINT, _T.SMALLINT, _T.INT, _T.BIGINT}
+# Each integral type's bits: a literal cast past its type's range stays Opaque (Spark fails
+# or wraps it).
+_INTEGRAL = {_T.TINYINT: 8, _T.SMALLINT: 16, _T.INT: 32, _T.BIGINT: 64}
 _FRACTIONAL = {_T.FLOAT, _T.DOUBLE}
 _STRINGS = {_T.VARCHAR, _T.CHAR, _T.TEXT, _T.NVARCHAR, _T.NCHAR}
 _TIMESTAMPS = {_T.TIMESTAMP, _T.TIMESTAMPTZ, _T.TIMESTAMPLTZ, _T.TIMESTAMPNTZ, _T.DATETIME}
@@ -529,9 +548,10 @@ def _cast(value: Any, to: exp.DataType) -> tuple[bool, Any]:
         if t in _INTEGRAL:
             if isinstance(value, bool):
                 return False, None
-            if isinstance(value, str):
-                return True, int(value.strip())
-            return (True, int(value)) if value == int(value) else (False, None)
+            number = int(value.strip()) if isinstance(value, str) else int(value)
+            whole = isinstance(value, str) or number == value
+            bound = 1 << (_INTEGRAL[t] - 1)
+            return (True, number) if whole and -bound <= number < bound else (False, None)
         if t in _FRACTIONAL:
             return (False, None) if isinstance(value, bool) else (True, float(value))
         if t == _T.DECIMAL:

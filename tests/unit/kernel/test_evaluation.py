@@ -26,6 +26,8 @@ from deltatx.kernel.expressions import (
     FALSE,
     TRUE,
     And,
+    Arithmetic,
+    ArithmeticOp,
     Column,
     Comparison,
     ComparisonOp,
@@ -313,6 +315,26 @@ STATS_1_10 = {
         (Comparison(ComparisonOp.LT, Literal(10), Column("value")), False),  # flipped
         (Opaque("udf(value)"), True),
         (Not(Opaque("udf(value)")), True),
+        # Statistics do not bound arithmetic: value % 100 may be 0 in a file of 1..10 too.
+        (
+            Comparison(
+                ComparisonOp.EQ,
+                Arithmetic(ArithmeticOp.REMAINDER, Column("value"), Literal(100)),
+                Literal(0),
+            ),
+            True,
+        ),
+        (
+            Not(
+                Comparison(
+                    ComparisonOp.GT,
+                    Arithmetic(ArithmeticOp.ADD, Column("value"), Literal(1)),
+                    Literal(50),
+                )
+            ),
+            True,
+        ),
+        (IsNull(Arithmetic(ArithmeticOp.MULTIPLY, Column("value"), Literal(2))), True),
         (And((cmp(">", "value", 3), cmp("<", "value", 2))), True),  # per-column bounds only
         (Or((cmp(">", "value", 30), FALSE)), False),
         (cmp("=", "name", "x"), True),  # no stats for name
@@ -462,6 +484,9 @@ def test_partition_predicate() -> None:
     assert partition_predicate(Not(Or((d, v))), parts) == cmp("!=", "date", "2024-01-01")
     assert partition_predicate(Not(IsNull(Column("date"))), parts) == IsNotNull(Column("date"))
     assert partition_predicate(And((d, Opaque("f(date)"))), parts) == d
+    shifted = Arithmetic(ArithmeticOp.ADD, Column("date"), Literal(1))
+    later = Comparison(ComparisonOp.GT, shifted, Literal("2024-01-02"))
+    assert partition_predicate(And((d, later)), parts) == d
 
 
 def test_bounds_of_a_widened_column_are_not_trusted() -> None:

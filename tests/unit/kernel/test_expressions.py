@@ -6,6 +6,8 @@ from deltatx.kernel.expressions import (
     FALSE,
     TRUE,
     And,
+    Arithmetic,
+    ArithmeticOp,
     Column,
     Comparison,
     ComparisonOp,
@@ -49,6 +51,21 @@ def test_columns_are_lower_cased_and_collected_everywhere() -> None:
 def test_opaque_parts_are_found_at_any_depth() -> None:
     assert not has_opaque(and_(A, B))
     assert has_opaque(And((A, Not(Opaque("rand() > 0.5", deterministic=False)))))
+
+
+REMAINDER = Arithmetic(
+    ArithmeticOp.REMAINDER, Arithmetic(ArithmeticOp.SUBTRACT, Column("Id"), Column("n")), Literal(3)
+)
+
+
+def test_arithmetic_reads_its_columns_and_counts_as_opaque_on_metadata() -> None:
+    assert columns_of(Comparison(ComparisonOp.EQ, REMAINDER, Literal(0))) == {"id", "n"}
+    assert has_opaque(Not(Comparison(ComparisonOp.EQ, REMAINDER, Literal(0))))
+    assert has_opaque(In(REMAINDER, (Literal(1),)))
+
+
+def test_arithmetic_renders_with_its_parentheses() -> None:
+    assert to_sql(Comparison(ComparisonOp.EQ, REMAINDER, Literal(-1))) == "((Id - n) % 3) = -1"
 
 
 def test_sql_rendering_quotes_strings_and_names_nulls() -> None:

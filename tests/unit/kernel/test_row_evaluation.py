@@ -8,6 +8,8 @@ import pytest
 
 from deltatx.kernel.expressions import (
     And,
+    Arithmetic,
+    ArithmeticOp,
     Column,
     Comparison,
     ComparisonOp,
@@ -45,6 +47,21 @@ ID_IS_1 = _cmp(ComparisonOp.EQ, "id", 1)
         (In(Column("id"), (Literal(1), Literal(2))), {"id": 2}, True),
         (In(Column("id"), (Literal(1), Literal(None))), {"id": 3}, None),
         (Opaque("rand() < 0.5", deterministic=False), {"id": 1}, None),
+        # Arithmetic is computed only on the driver's Arrow columns: unknown on a row.
+        (
+            Comparison(
+                ComparisonOp.EQ,
+                Arithmetic(ArithmeticOp.REMAINDER, Column("id"), Literal(2)),
+                Literal(1),
+            ),
+            {"id": 1},
+            None,
+        ),
+        (
+            Or((ID_IS_1, IsNull(Arithmetic(ArithmeticOp.ADD, Column("id"), Literal(1))))),
+            {"id": 1},
+            True,
+        ),
     ],
 )
 def test_three_valued_logic(predicate: object, row: dict[str, object], expected: object) -> None:

@@ -9,14 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltatx.kernel.expressions import Column, Literal
+from deltatx.kernel.expressions import Arithmetic, ArithmeticOp, Column, Literal
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
-from deltatx.log.row_level.arrow_assignments import (
-    Arithmetic,
-    ArithmeticOp,
-    Value,
-    assigned_column,
-)
+from deltatx.log.row_level.arrow_assignments import Value, assigned_column
 
 _SCHEMA = StructType(
     (
@@ -129,7 +124,12 @@ def test_results_are_exact_or_refused(
         ArithmeticOp.ADD: lambda a, b: a + b,
         ArithmeticOp.SUBTRACT: lambda a, b: a - b,
         ArithmeticOp.MULTIPLY: lambda a, b: a * b,
+        ArithmeticOp.REMAINDER: java_remainder,
     }[op]
+    if op is ArithmeticOp.REMAINDER and 0 in right:
+        # NULL or DIVIDE_BY_ZERO, by ANSI mode: Spark's to decide.
+        assert out is None
+        return
     exact = [None if a is None or b is None else python(a, b) for a, b in values]
     field_type = _target(target).type
     assert isinstance(field_type, PrimitiveType)
@@ -140,6 +140,31 @@ def test_results_are_exact_or_refused(
         assert out is not None and out.to_pylist() == exact
     else:
         assert out is None
+
+
+def java_remainder(a: int, b: int) -> int:
+    """Java's ``a % b``: truncated division's remainder, with the sign of ``a``."""
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+@pytest.mark.parametrize(
+    ("dividend", "divisor", "expected"),
+    [(7, 3, 1), (-7, 3, -1), (7, -3, 1), (-7, -3, -1), (-(2**63), -1, 0), (-(2**63), 7, -1)],
+)
+def test_remainder_has_the_sign_of_the_dividend(dividend: int, divisor: int, expected: int) -> None:
+    # Java's %: -7 % 3 is -1 (Python's is 2), and Long.MIN_VALUE % -1 is 0, not an overflow.
+    rows = _rows([0], [0], [dividend])
+    value = Arithmetic(ArithmeticOp.REMAINDER, Column("i64"), Literal(divisor))
+    out = assigned_column(value, rows, _SCHEMA, _target("i64"))
+    assert out is not None and out.to_pylist() == [expected]
+    assert java_remainder(dividend, divisor) == expected
+
+
+def test_a_double_remainder_is_left_to_spark() -> None:
+    rows = _rows([1], [1], [1])
+    value = Arithmetic(ArithmeticOp.REMAINDER, Column("d"), Literal(2.0))
+    assert assigned_column(value, rows, _SCHEMA, _target("d")) is None
 
 
 def test_double_arithmetic_is_one_ieee_operation_per_step() -> None:

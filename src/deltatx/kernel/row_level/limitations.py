@@ -12,6 +12,7 @@ import re
 
 from deltatx.kernel.expressions import (
     And,
+    Arithmetic,
     Column,
     Comparison,
     Expression,
@@ -71,7 +72,7 @@ def _limitation(expr: Expression, schema: StructType) -> str | None:
             return None
         case Literal():
             return None
-        case Comparison():
+        case Comparison() | Arithmetic():
             return _limitation(expr.left, schema) or _limitation(expr.right, schema)
         case In():
             for part in (expr.value, *expr.options):

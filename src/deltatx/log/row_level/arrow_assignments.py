@@ -2,13 +2,15 @@
 
 Only values whose pyarrow result is provably Spark's are evaluated: NULL, literals and column
 references of the target column's own kind (integral, string, boolean), a column of exactly
-the target's type (any type, copied), ``+``, ``-``, ``*`` over integral columns and
-literals, and for a DOUBLE column the same over doubles (one IEEE operation each, as in the
-JVM; a decimal literal next to a double becomes the nearest double, as in Spark). Spark's
-integer arithmetic wraps or fails on overflow (depending on ANSI mode) and its cast to the
-target type does the same, so a result is accepted only when no step can overflow: every
+the target's type (any type, copied), ``+``, ``-``, ``*``, ``%`` over integral columns and
+literals, and for a DOUBLE column ``+``, ``-``, ``*`` over doubles (one IEEE operation each,
+as in the JVM; a decimal literal next to a double becomes the nearest double, as in Spark).
+Spark's integer arithmetic wraps or fails on overflow (depending on ANSI mode) and its cast to
+the target type does the same, so a result is accepted only when no step can overflow: every
 intermediate value fits the narrowest type Spark could give that step, and every final value
-fits the target column. Anything else gives None and the caller runs Spark.
+fits the target column. A remainder by zero (NULL or an error, depending on ANSI mode) is
+left to Spark too. Anything else gives None and the caller runs Spark. The same integer
+evaluation serves conditions (:func:`integer_values`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import StrEnum
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltatx.kernel.expressions import Column, Literal
+from deltatx.kernel.expressions import Arithmetic, ArithmeticOp, Column, Expression, Literal
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
 # Bits of each integral type; Spark widens a binary operation to its wider operand's type.
@@ -35,25 +36,8 @@ _ARROW_INTEGRAL: Mapping[int, pa.DataType] = {
 _SIMPLE: Mapping[str, pa.DataType] = {"string": pa.string(), "boolean": pa.bool_()}
 
 
-class ArithmeticOp(StrEnum):
-    """An integer operator whose exact result pyarrow computes (checked for overflow)."""
-
-    ADD = "+"
-    SUBTRACT = "-"
-    MULTIPLY = "*"
-
-
-@dataclass(frozen=True, slots=True)
-class Arithmetic:
-    """``left op right`` over integral operands."""
-
-    op: ArithmeticOp
-    left: Value
-    right: Value
-
-
 Value = Column | Literal | Arithmetic
-"""A SET expression the driver may evaluate."""
+"""A SET expression the driver may evaluate (an Arithmetic's operands are Values too)."""
 
 _DOUBLE_OPS: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
     ArithmeticOp.ADD: pc.add,
@@ -66,6 +50,9 @@ _CHECKED: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
     ArithmeticOp.ADD: pc.add_checked,
     ArithmeticOp.SUBTRACT: pc.subtract_checked,
     ArithmeticOp.MULTIPLY: pc.multiply_checked,
+    # Java's remainder: the sign of the dividend, and MIN % -1 is 0 (the checked kernel
+    # calls that an overflow). Zero divisors never reach it.
+    ArithmeticOp.REMAINDER: pc.remainder,
 }
 
 
@@ -106,6 +93,25 @@ def assigned_column(
     return _copied(value, rows, schema, target)
 
 
+def integer_values(value: Arithmetic, rows: pa.Table, schema: StructType) -> pa.Array | None:
+    """An integer arithmetic value of ``rows`` as int64, or None where Spark's might differ.
+
+    Args:
+        value: The operation; its operands are integral columns, integer literals or
+            operations.
+        rows: The table's columns (at least those ``value`` reads), by the schema's names.
+        schema: The table schema, whose types give each step's narrowest type.
+
+    Returns:
+        The exact values (NULL where an operand is), or None when an operand is not integral,
+        a step might overflow, or a divisor is zero.
+    """
+    try:
+        return _integers(value, rows, schema).values
+    except _NotExact:
+        return None
+
+
 def _copied(
     value: Value, rows: pa.Table, schema: StructType, target: StructField
 ) -> pa.Array | None:
@@ -136,7 +142,7 @@ def _simple(value: Value, rows: pa.Table, schema: StructType, name: str) -> pa.A
     raise _NotExact
 
 
-def _integers(value: Value, rows: pa.Table, schema: StructType) -> _Integers:
+def _integers(value: Expression, rows: pa.Table, schema: StructType) -> _Integers:
     match value:
         case Literal(value=None):
             return _Integers(pa.nulls(rows.num_rows, type=pa.int64()), 8)
@@ -155,6 +161,8 @@ def _integers(value: Value, rows: pa.Table, schema: StructType) -> _Integers:
             return _Integers(rows.column(field.name).combine_chunks().cast(pa.int64()), bits)
         case Arithmetic(op=op, left=left, right=right):
             a, b = _integers(left, rows, schema), _integers(right, rows, schema)
+            if op is ArithmeticOp.REMAINDER and pc.any(pc.equal(b.values, 0)).as_py():
+                raise _NotExact
             try:
                 result = _CHECKED[op](a.values, b.values)
             except pa.ArrowInvalid:
@@ -165,7 +173,7 @@ def _integers(value: Value, rows: pa.Table, schema: StructType) -> _Integers:
     raise _NotExact
 
 
-def _doubles(value: Value, rows: pa.Table, schema: StructType) -> pa.Array:
+def _doubles(value: Expression, rows: pa.Table, schema: StructType) -> pa.Array:
     """A DOUBLE value: IEEE arithmetic, as the JVM does it, once every operand is a double."""
     match value:
         case Literal(value=float() as v):
@@ -179,6 +187,8 @@ def _doubles(value: Value, rows: pa.Table, schema: StructType) -> pa.Array:
         case Column(name=name) if _fractional_column(name, schema):
             return rows.column(name).combine_chunks().cast(pa.float64())
         case Arithmetic(op=op, left=left, right=right) if _is_double(value, schema):
+            if op not in _DOUBLE_OPS:
+                raise _NotExact
             return _DOUBLE_OPS[op](_doubles(left, rows, schema), _doubles(right, rows, schema))
     if _is_double(value, schema) or (
         isinstance(value, Literal) and isinstance(value.value, Decimal)
@@ -196,7 +206,7 @@ def _fractional_column(name: str, schema: StructType) -> bool:
     return field is not None and field.type == PrimitiveType("double")
 
 
-def _is_double(value: Value, schema: StructType) -> bool:
+def _is_double(value: Expression, schema: StructType) -> bool:
     """Whether Spark types ``value`` DOUBLE (a decimal next to integers stays a decimal)."""
     match value:
         case Literal(value=float()):

@@ -4,9 +4,10 @@ UPDATE and DELETE usually touch a few files that statistics already singled out;
 the condition's columns of those files on the driver is cheaper than a Spark job over them.
 Only conditions whose pyarrow evaluation is exactly Spark's are translated: comparisons, IN,
 IS [NOT] NULL, AND, OR and NOT over integral, string and boolean columns and literals of the
-column's own kind, in SQL's three-valued logic. Anything else (floating point, whose NaN
-Spark orders above every number, dates, casts, functions) gives None and the caller runs its
-Spark job.
+column's own kind, in SQL's three-valued logic, and integer ``+``, ``-``, ``*``, ``%`` (such as
+``id % 100 = 0``, which statistics cannot narrow) wherever no step can overflow or divide by
+zero. Anything else (floating point, whose NaN Spark orders above every number, dates, casts,
+functions) gives None and the caller runs its Spark job.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import ColumnMappingMode, physical_name
 from deltatx.kernel.expressions import (
     And,
+    Arithmetic,
     Column,
     Comparison,
     ComparisonOp,
@@ -40,6 +42,7 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.schema import StructType
 from deltatx.kernel.values import Kind, Uncoercible, kind_of_type, parse_partition_value
 from deltatx.log.deletion_vectors import DvReader
+from deltatx.log.row_level.arrow_assignments import integer_values
 from deltatx.log.row_level.driver_threads import driver_pool
 from deltatx.storage.location import Location
 
@@ -55,6 +58,11 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 Columns = Mapping[str, pa.Array]
 _Evaluator = Callable[[Columns], pa.Array]
+_Values = Callable[[Columns], pa.Array | pa.Scalar]
+
+
+class _NotExact(Exception):
+    """A file's values make pyarrow's result differ from Spark's (an overflow, a zero divisor)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +115,7 @@ def driver_matches(
             return None
         kinds[name.lower()] = kind
         physical[name.lower()] = physical_name(field)
-    evaluate = _translate(predicate, kinds)
+    evaluate = _translate(predicate, kinds, schema)
     if evaluate is None:
         return None
     reader = DvReader(location)
@@ -118,7 +126,10 @@ def driver_matches(
         columns = _read_columns(location, f, kinds, physical)
         if columns is None:
             return None
-        hit = pc.fill_null(evaluate(columns.columns), False)
+        try:
+            hit = pc.fill_null(evaluate(columns.columns), False)
+        except _NotExact:
+            return None
         rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
         gone = np.asarray(deleted[index], dtype=np.int64)
         if len(gone):
@@ -194,7 +205,9 @@ def _castable(stored: pa.DataType, kind: Kind) -> bool:
     return bool(pa.types.is_boolean(stored))
 
 
-def _translate(expr: Expression, kinds: Mapping[str, Kind]) -> _Evaluator | None:
+def _translate(
+    expr: Expression, kinds: Mapping[str, Kind], schema: StructType
+) -> _Evaluator | None:
     """A vectorised evaluator of a boolean expression (nulls are SQL NULL), or None."""
     match expr:
         case Literal(value=bool() | None as value):
@@ -203,7 +216,7 @@ def _translate(expr: Expression, kinds: Mapping[str, Kind]) -> _Evaluator | None
             key = name.lower()
             return lambda cols: cols[key]
         case And(children=children) | Or(children=children):
-            parts = [_translate(c, kinds) for c in children]
+            parts = [_translate(c, kinds, schema) for c in children]
             if any(p is None for p in parts):
                 return None
             combine = pc.and_kleene if isinstance(expr, And) else pc.or_kleene
@@ -217,19 +230,49 @@ def _translate(expr: Expression, kinds: Mapping[str, Kind]) -> _Evaluator | None
 
             return combined
         case Not(child=child):
-            inner = _translate(child, kinds)
+            inner = _translate(child, kinds, schema)
             return None if inner is None else (lambda cols: pc.invert(inner(cols)))
-        case IsNull(child=Column(name=name)) if name.lower() in kinds:
-            key = name.lower()
-            return lambda cols: pc.is_null(cols[key])
-        case IsNotNull(child=Column(name=name)) if name.lower() in kinds:
-            key = name.lower()
-            return lambda cols: pc.is_valid(cols[key])
+        case IsNull(child=child) | IsNotNull(child=child):
+            found = _operand(child, kinds, schema)
+            if found is None:
+                return None
+            test = pc.is_null if isinstance(expr, IsNull) else pc.is_valid
+            values = found[1]
+            return lambda cols: test(values(cols))
         case Comparison():
-            return _comparison(expr, kinds)
-        case In(value=Column(name=name), options=options) if name.lower() in kinds:
-            return _in(name.lower(), kinds[name.lower()], options)
+            return _comparison(expr, kinds, schema)
+        case In(value=value, options=options):
+            found = _operand(value, kinds, schema)
+            return None if found is None else _in(found[1], found[0], options)
     return None
+
+
+def _operand(
+    expr: Expression, kinds: Mapping[str, Kind], schema: StructType
+) -> tuple[Kind, _Values] | None:
+    """A column, or integer arithmetic over integral columns: its kind and its values."""
+    match expr:
+        case Column(name=name) if name.lower() in kinds:
+            key = name.lower()
+            return kinds[key], lambda cols: cols[key]
+        case Arithmetic() if all(kinds.get(c) is Kind.INTEGRAL for c in columns_of(expr)):
+            names = {c: _field_name(schema, c) for c in columns_of(expr)}
+
+            def computed(cols: Columns) -> pa.Array:
+                rows = pa.table({names[c]: cols[c] for c in names})
+                values = integer_values(expr, rows, schema)
+                if values is None:
+                    raise _NotExact
+                return values
+
+            return Kind.INTEGRAL, computed
+    return None
+
+
+def _field_name(schema: StructType, name: str) -> str:
+    field = schema.get(name)
+    assert field is not None  # driver_matches typed every column of the condition
+    return field.name
 
 
 def _length(cols: Columns) -> int:
@@ -252,30 +295,28 @@ _FLIPPED = {
 }
 
 
-def _comparison(expr: Comparison, kinds: Mapping[str, Kind]) -> _Evaluator | None:
+def _comparison(
+    expr: Comparison, kinds: Mapping[str, Kind], schema: StructType
+) -> _Evaluator | None:
     op, left, right = expr.op, expr.left, expr.right
-    if isinstance(left, Literal) and isinstance(right, Column):
+    if isinstance(left, Literal) and not isinstance(right, Literal):
         op, left, right = _FLIPPED.get(op, op), right, left
-    if not isinstance(left, Column) or left.name.lower() not in kinds:
+    found = _operand(left, kinds, schema)
+    if found is None:
         return None
-    key = left.name.lower()
-    kind = kinds[key]
-    if isinstance(right, Column):
-        other = right.name.lower()
-        if kinds.get(other) is not kind:
+    kind, values = found
+    if isinstance(right, Literal):
+        if not _fits(right.value, kind):
             return None
-        return _compare(op, lambda cols: cols[key], lambda cols: cols[other])
-    if not isinstance(right, Literal) or not _fits(right.value, kind):
+        scalar = pa.scalar(right.value, type=_ARROW_TYPES[kind])
+        return _compare(op, values, lambda _: scalar)
+    other = _operand(right, kinds, schema)
+    if other is None or other[0] is not kind:
         return None
-    scalar = pa.scalar(right.value, type=_ARROW_TYPES[kind])
-    return _compare(op, lambda cols: cols[key], lambda _: scalar)
+    return _compare(op, values, other[1])
 
 
-def _compare(
-    op: ComparisonOp,
-    left: Callable[[Columns], pa.Array],
-    right: Callable[[Columns], pa.Array | pa.Scalar],
-) -> _Evaluator:
+def _compare(op: ComparisonOp, left: _Values, right: _Values) -> _Evaluator:
     if op is ComparisonOp.NULL_SAFE_EQ:
 
         def null_safe(cols: Columns) -> pa.Array:
@@ -288,7 +329,7 @@ def _compare(
     return lambda cols: fn(left(cols), right(cols))
 
 
-def _in(key: str, kind: Kind, options: Sequence[Expression]) -> _Evaluator | None:
+def _in(operand: _Values, kind: Kind, options: Sequence[Expression]) -> _Evaluator | None:
     values: list[object] = []
     has_null = False
     for option in options:
@@ -301,7 +342,7 @@ def _in(key: str, kind: Kind, options: Sequence[Expression]) -> _Evaluator | Non
     value_set = pa.array(values, type=_ARROW_TYPES[kind])
 
     def member(cols: Columns) -> pa.Array:
-        column = cols[key]
+        column = operand(cols)
         found = pc.is_in(column, value_set=value_set, skip_nulls=True)
         # x IN (...) is NULL for a NULL x, and for an x not found when a NULL was listed.
         unknown = pc.is_null(column)

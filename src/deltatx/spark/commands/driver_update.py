@@ -34,14 +34,9 @@ from sqlglot.errors import ParseError, TokenError
 
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.deletion_vectors import num_records
-from deltatx.kernel.expressions import Column, Literal
+from deltatx.kernel.expressions import Arithmetic, Column, Literal
 from deltatx.kernel.schema import StructField, StructType
-from deltatx.log.row_level.arrow_assignments import (
-    Arithmetic,
-    ArithmeticOp,
-    Value,
-    assigned_column,
-)
+from deltatx.log.row_level.arrow_assignments import Value, assigned_column
 from deltatx.log.row_level.driver_threads import driver_pool
 from deltatx.log.row_level.row_indexes import RowIndexes
 from deltatx.log.transaction import OptimisticTransaction
@@ -50,7 +45,7 @@ from deltatx.spark.commands.change_data import records_changes
 from deltatx.spark.data_file_writer import COMPRESSION
 from deltatx.spark.datasource.reader import FileReader, file_task
 from deltatx.spark.datasource.task_files import TaskFiles, WritePlan
-from deltatx.spark.expressions import parse_spark_sql
+from deltatx.spark.expressions import ARITHMETIC_OPERATORS, parse_spark_sql
 from deltatx.spark.schema import CHAR_VARCHAR_METADATA_KEY, to_spark_schema
 
 DRIVER_UPDATE_ROWS = 1_000_000
@@ -68,11 +63,6 @@ _READ_AHEAD = 2
 _DIGITS = re.compile(r"^[0-9]+$")
 _DECIMAL = re.compile(r"^([0-9]*)\.([0-9]+)$")
 _DOUBLE = re.compile(r"^[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+$")
-_OPERATORS: Mapping[type[exp.Expression], ArithmeticOp] = {
-    exp.Add: ArithmeticOp.ADD,
-    exp.Sub: ArithmeticOp.SUBTRACT,
-    exp.Mul: ArithmeticOp.MULTIPLY,
-}
 
 
 def update_on_driver(
@@ -266,7 +256,7 @@ def _value(node: exp.Expression, schema: StructType) -> Value | None:
             if field is None or _char_varchar(field):
                 return None
             return Column(field.name)
-    op = _OPERATORS.get(type(node))
+    op = ARITHMETIC_OPERATORS.get(type(node))
     if op is None:
         return None
     left, right = _value(node.this, schema), _value(node.expression, schema)

@@ -8,6 +8,8 @@ import pytest
 
 from deltatx.kernel.expressions import (
     And,
+    Arithmetic,
+    ArithmeticOp,
     Column,
     Comparison,
     ComparisonOp,
@@ -42,6 +44,9 @@ def _eq(column: str, value: int) -> Expression:
         And((_eq("id", 1), Not(_eq("id", 2)))),
         Or((_eq("id", 1), In(ID, (Literal(2), Literal(3))))),
         Opaque("abs(id) = 3"),
+        Comparison(
+            ComparisonOp.EQ, Arithmetic(ArithmeticOp.REMAINDER, ID, Literal(100)), Literal(0)
+        ),
     ],
 )
 def test_deterministic_conditions_on_primitive_columns_apply(
@@ -58,6 +63,14 @@ def test_deterministic_conditions_on_primitive_columns_apply(
         (Opaque("tags[0] = 'a'", complex_type=True), "complex type"),
         (Comparison(ComparisonOp.EQ, Column("tags"), Literal(None)), "complex type"),
         (In(ID, (Literal(1), Opaque("x", deterministic=False))), "non-deterministic"),
+        (
+            Comparison(
+                ComparisonOp.EQ,
+                Arithmetic(ArithmeticOp.ADD, ID, Opaque("rand()", deterministic=False)),
+                Literal(1),
+            ),
+            "non-deterministic",
+        ),
     ],
 )
 def test_conditions_that_fall_back_say_why(predicate: Expression, reason: str) -> None:
