@@ -226,6 +226,8 @@ class DeltaTable(DeltaTableNames):
         self, version: int | None = None, *, timestamp: Timestamp | None = None
     ) -> Snapshot:
         """The table's state at a version or timestamp (default: latest)."""
+        if version is None and timestamp is None:
+            return self._refresh()
         return self._log.snapshot(version, timestamp=timestamp)
 
     def to_df(self, *, version: int | None = None, timestamp: Timestamp | None = None) -> DataFrame:

@@ -240,7 +240,14 @@ def _assert_same_rows(
         assert ours(spark, path, version) == canonical(delta_spark.rows(path, version)), version
 
 
-@pytest.mark.parametrize("name", scenario_params(READ, covered={"checkpoints", "deletion-vectors"}))
+@pytest.mark.parametrize(
+    "name",
+    scenario_params(
+        READ,
+        covered={"checkpoints", "deletion-vectors"},
+        near={"column-mapping-id", "v2-checkpoints-json-sidecars", "partitioned-dml"},
+    ),
+)
 def test_deltatx_reads_every_version(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str
 ) -> None:

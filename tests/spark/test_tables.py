@@ -256,5 +256,11 @@ def test_a_handle_loads_the_table_when_opened(
     monkeypatch.setattr(DeltaLog, "snapshot", replay_everything)
     dt.delete("id % 2 = 0")
     monkeypatch.undo()
-    assert [r[0] for r in rows(dt.to_df())] == [1, 3, 5, 7, 9, 11, 13]
-    assert dt.version() == 2
+    # Reading the latest state starts from the handle's too; a chosen version loads its own.
+    deltatx.write(events(spark, "2024-01-03", 15, 2), path, mode="append")
+    monkeypatch.setattr(DeltaLog, "snapshot", replay_everything)
+    assert dt.snapshot().version == 3
+    assert [r[0] for r in rows(dt.to_df())] == [1, 3, 5, 7, 9, 11, 13, 15, 16]
+    monkeypatch.undo()
+    assert dt.to_df(version=1).count() == 15
+    assert dt.version() == 3

@@ -30,7 +30,7 @@ from deltatx.log.delta_log import DeltaLog
 from .row_level_writer import run_row_writer
 
 FULL = bool(os.environ.get("DELTATX_STRESS_FULL"))
-SECONDS = float(os.environ.get("DELTATX_STRESS_SECONDS", "90" if FULL else "20"))
+SECONDS = float(os.environ.get("DELTATX_STRESS_SECONDS", "90" if FULL else "10"))
 WRITERS = 6
 ROWS = 3000
 HERE = Path(__file__).parent

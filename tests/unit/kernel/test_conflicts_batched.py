@@ -18,6 +18,7 @@ from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.transaction import ReadSet
 
 from ..conflict_harness import Table, add, describe, each, metadata, outcome_of, rm, schema, txn
+from ..examples import examples
 
 TABLE = Table(schema(id="long", part="string"), ("part",))
 PARTS = ("a", "b", "c")
@@ -108,7 +109,7 @@ def _pending(draw: st.DrawFn) -> PendingCommit:
     )
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(800), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), _pending(), st.integers(1, 8), st.sampled_from([3, conflicts._BATCH_FILES]))
 def test_check_all_raises_what_checking_each_winner_raises(
     data: st.DataObject, pending: PendingCommit, count: int, batch: int

@@ -43,6 +43,8 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
+from ..examples import examples
+
 # --------------------------------------------------------------------------- helpers
 
 DATA_TYPES = {
@@ -205,7 +207,7 @@ def scenario(draw: st.DrawFn) -> tuple[StructType, list[dict[str, Any]], Express
 # --------------------------------------------------------------------------- soundness
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario())
 def test_file_may_match_is_sound(case: tuple[StructType, list[dict[str, Any]], Expression]) -> None:
     """A file with a row where the predicate is TRUE may always match (NOT and NULL included)."""
@@ -215,7 +217,7 @@ def test_file_may_match_is_sound(case: tuple[StructType, list[dict[str, Any]], E
         assert file_may_match(pred, file, schema=schema, partition_columns=["p"])
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(800), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario())
 def test_short_circuit_agrees_with_the_full_mask(
     case: tuple[StructType, list[dict[str, Any]], Expression],
@@ -229,7 +231,7 @@ def test_short_circuit_agrees_with_the_full_mask(
         assert _may_be_true(pred, view) == bool(_mask(pred, view) & _T)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(scenario())
 def test_partition_predicate_is_weaker(
     case: tuple[StructType, list[dict[str, Any]], Expression],

@@ -25,6 +25,7 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.file_predicate import FilePredicate
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
 
+from ..examples import examples
 from .test_evaluation import (
     _literal_for,
     cmp,
@@ -36,7 +37,7 @@ from .test_evaluation import (
 )
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario(), st.lists(scenario(), max_size=3))
 def test_compiled_predicate_agrees_with_file_may_match(
     case: tuple[StructType, list[dict[str, Any]], Expression],
@@ -72,7 +73,7 @@ def _variant(f: AddFile, how: int) -> AddFile:
     return replace(f, stats=json.dumps(stats))
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), table_and_rows(), st.lists(table_and_rows(), max_size=6))
 def test_batch_agrees_with_file_may_match_per_file(
     data: st.DataObject,
@@ -185,7 +186,7 @@ def _range_read_set(draw: st.DrawFn, schema: StructType) -> Expression:
     return Or(tuple(children)) if len(children) > 1 else children[0]
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), table_and_rows(), st.lists(table_and_rows(), max_size=6))
 def test_ranges_searched_at_once_agree_with_file_may_match(
     data: st.DataObject,

@@ -224,6 +224,9 @@ def test_pyarrow_evaluation_matches_row_evaluation(
             Arithmetic(ArithmeticOp.REMAINDER, Column("n"), Literal(Decimal("1.5"))),
             Literal(0),
         ),
+        Comparison(
+            ComparisonOp.EQ, Column("n"), Arithmetic(ArithmeticOp.REMAINDER, Literal(5), Literal(2))
+        ),
         And((Comparison(ComparisonOp.EQ, Column("n"), Literal(1)), Opaque("rand() < 0.5"))),
         TRUE,
         FALSE,

@@ -255,7 +255,7 @@ def _operand(
         case Column(name=name) if name.lower() in kinds:
             key = name.lower()
             return kinds[key], lambda cols: cols[key]
-        case Arithmetic() if all(kinds.get(c) is Kind.INTEGRAL for c in columns_of(expr)):
+        case Arithmetic() if _integral_columns(expr, kinds):
             names = {c: _field_name(schema, c) for c in columns_of(expr)}
 
             def computed(cols: Columns) -> pa.Array:
@@ -267,6 +267,12 @@ def _operand(
 
             return Kind.INTEGRAL, computed
     return None
+
+
+def _integral_columns(expr: Arithmetic, kinds: Mapping[str, Kind]) -> bool:
+    # At least one: an operation on literals alone has no column to give its row count.
+    names = columns_of(expr)
+    return bool(names) and all(kinds.get(c) is Kind.INTEGRAL for c in names)
 
 
 def _field_name(schema: StructType, name: str) -> str:
