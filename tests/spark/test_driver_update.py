@@ -175,6 +175,15 @@ def test_past_the_row_cap_the_spark_job_writes(
     assert _update_both(spark, base, tmp_path, spy, "id < 4", {"n": "0"})
 
 
+def test_rows_gathered_past_the_write_size_are_written_in_parts(
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A few rows from each of several files, handed to the writer whenever 5 have gathered:
+    # the same table as the Spark job's, each row once.
+    monkeypatch.setattr(driver_update, "_WRITE_ROWS", 5)
+    assert _update_both(spark, base, tmp_path, spy, "id % 3 = 0", {"n": "n + 1"})
+
+
 def test_past_the_byte_cap_the_spark_job_writes(
     spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:

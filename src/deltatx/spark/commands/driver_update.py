@@ -57,7 +57,11 @@ DRIVER_UPDATE_BYTES = 256 << 20
 CODEC_SETTING = "spark.sql.parquet.compression.codec"
 """The session setting that names the codec of the Parquet files Spark writes."""
 
-_READ_AHEAD = 2
+_WRITE_ROWS = 1 << 17
+"""Updated rows gathered before they are written: a spread change touches a few rows of each
+file, and writing each file's few rows on their own costs a call, statistics and a row group."""
+
+_READ_AHEAD = 4
 """Touched files read at once on the driver: each more holds its rows in memory."""
 
 _DIGITS = re.compile(r"^[0-9]+$")
@@ -105,18 +109,28 @@ def update_on_driver(
         return out
 
     out = TaskFiles(plan)
+    pending: list[pa.Table] = []
     try:
         for tables in _in_order(updated_rows, sorted(matched)):
             if tables is None:
                 out.discard()
                 return None
-            for table in tables:
-                for part in table.to_batches():
-                    out.add(part)
+            pending.extend(tables)
+            if sum(t.num_rows for t in pending) >= _WRITE_ROWS:
+                _write_all(out, pending)
+        _write_all(out, pending)
         return out.close()
     except BaseException:
         out.discard()
         raise
+
+
+def _write_all(out: TaskFiles, tables: list[pa.Table]) -> None:
+    """Hands the rows of ``tables`` to ``out`` as one table, and empties the list."""
+    if tables:
+        for part in pa.concat_tables(tables).combine_chunks().to_batches():
+            out.add(part)
+        tables.clear()
 
 
 def _in_order(
