@@ -18,6 +18,15 @@ from hypothesis import settings
 settings.register_profile("deltatx", deadline=None)
 settings.load_profile("deltatx")
 
+# The tests' Spark runs a few rows per query: generating and compiling code for each plan,
+# and re-planning it adaptively, cost more there than they save, and change no result. The
+# demo, the benchmarks and users keep Spark's defaults.
+SMALL_DATA_SPARK = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+}
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -53,7 +62,7 @@ def spark() -> Iterator[Any]:
     """One local SparkSession for every suite that needs Spark (imported lazily)."""
     from deltatx.session import spark_session
 
-    session = spark_session()
+    session = spark_session(config=SMALL_DATA_SPARK)
     yield session
     session.stop()
 

@@ -12,8 +12,11 @@ import pytest
 from .engine import DeltaSpark, missing_reason
 
 # One core, so that a statement can be held between reading and committing (engine.held);
-# otherwise the settings of deltatx's own local session.
+# otherwise the settings of deltatx's own local session, the tests' small-data ones included.
 PEER_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",

@@ -92,30 +92,17 @@ def compared_versions(path: str) -> list[int]:
     return sorted({every[0], every[-2], every[-1], *(at_checkpoints & set(every))})
 
 
-def scenario_params(
-    names: Iterable[str], *, covered: Collection[str], near: Collection[str] = ()
-) -> list[Any]:
-    """Parameters for a scenario table; those in ``covered`` or ``near`` run only in ``make peer``.
+def scenario_params(names: Iterable[str], *, sample: Collection[str]) -> list[Any]:
+    """Parameters for a scenario table; under ``make test`` only those in ``sample`` run.
 
-    ``covered`` names scenarios whose feature the conformance table (``test_conformance``)
-    checks in both directions in ``make test`` too; ``near`` names scenarios a close one of
-    the same table stands for in ``make test`` (column mapping by id for mapping by name, v2
-    checkpoints with Parquet sidecars for JSON ones, ...).
+    The conformance table (``test_conformance``) reads every feature's table both ways in
+    ``make test``; the scenario tables add longer histories, which ``make peer`` runs whole.
     """
-    by_conformance = pytest.mark.skipif(
+    only_full = pytest.mark.skipif(
         not FULL,
-        reason="the conformance table covers this feature in make test; make peer runs it too",
+        reason=(
+            "make test runs a sample of the scenario histories (the conformance table reads "
+            "every feature both ways); make peer runs them all"
+        ),
     )
-    by_neighbour = pytest.mark.skipif(
-        not FULL,
-        reason="a close scenario stands for this one in make test; make peer runs it too",
-    )
-    out: list[Any] = []
-    for n in names:
-        if n in covered:
-            out.append(pytest.param(n, marks=by_conformance))
-        elif n in near:
-            out.append(pytest.param(n, marks=by_neighbour))
-        else:
-            out.append(n)
-    return out
+    return [n if n in sample else pytest.param(n, marks=only_full) for n in names]

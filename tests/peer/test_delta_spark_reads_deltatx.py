@@ -257,11 +257,7 @@ CASES = list(SCENARIOS)
 
 @pytest.mark.parametrize(
     "name",
-    scenario_params(
-        CASES,
-        covered={"checkpoints", "deletion-vectors", "check-constraint", "change-data-feed"},
-        near={"column-mapping-name", "partitioned-dml"},
-    ),
+    scenario_params(CASES, sample={"checkpoints-with-dvs", "column-mapping-id"}),
 )
 def test_delta_spark_reads_every_version(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str

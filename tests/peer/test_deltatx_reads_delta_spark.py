@@ -242,11 +242,7 @@ def _assert_same_rows(
 
 @pytest.mark.parametrize(
     "name",
-    scenario_params(
-        READ,
-        covered={"checkpoints", "deletion-vectors"},
-        near={"column-mapping-id", "v2-checkpoints-json-sidecars", "partitioned-dml"},
-    ),
+    scenario_params(READ, sample={"deletion-vectors-partitioned", "v2-checkpoints"}),
 )
 def test_deltatx_reads_every_version(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str
