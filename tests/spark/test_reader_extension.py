@@ -82,6 +82,17 @@ def _settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(key, old)
 
 
+@pytest.fixture(autouse=True)
+def batches(spark: SparkSession) -> Iterator[None]:
+    """Spark's default scan: batches, which only whole-stage code generation hands on.
+
+    The other suites' session runs without code generation (``SMALL_DATA_SPARK``); this
+    module is about the batch path, so it runs with Spark's default back on.
+    """
+    with _settings(spark, {"spark.sql.codegen.wholeStage": "true"}):
+        yield
+
+
 # -- the jar ---------------------------------------------------------------------------------
 
 
