@@ -255,8 +255,10 @@ def _operand(
         case Column(name=name) if name.lower() in kinds:
             key = name.lower()
             return kinds[key], lambda cols: cols[key]
-        case Arithmetic() if _integral_columns(expr, kinds):
-            names = {c: _field_name(schema, c) for c in columns_of(expr)}
+        case Arithmetic():
+            names = _integral_columns(expr, kinds, schema)
+            if names is None:
+                return None
 
             def computed(cols: Columns) -> pa.Array:
                 rows = pa.table({names[c]: cols[c] for c in names})
@@ -269,16 +271,18 @@ def _operand(
     return None
 
 
-def _integral_columns(expr: Arithmetic, kinds: Mapping[str, Kind]) -> bool:
-    # At least one: an operation on literals alone has no column to give its row count.
+def _integral_columns(
+    expr: Arithmetic, kinds: Mapping[str, Kind], schema: StructType
+) -> dict[str, str] | None:
+    """Each column of ``expr`` (lower-cased) to its schema name; None unless all are integral.
+
+    At least one column: an operation on literals alone has no column to give its row count.
+    """
     names = columns_of(expr)
-    return bool(names) and all(kinds.get(c) is Kind.INTEGRAL for c in names)
-
-
-def _field_name(schema: StructType, name: str) -> str:
-    field = schema.get(name)
-    assert field is not None  # driver_matches typed every column of the condition
-    return field.name
+    if not names or any(kinds.get(c) is not Kind.INTEGRAL for c in names):
+        return None
+    # driver_matches typed every column of the condition, so each is in the schema.
+    return {c: field.name for c in names if (field := schema.get(c)) is not None}
 
 
 def _length(cols: Columns) -> int:
