@@ -11,7 +11,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -240,3 +242,42 @@ def test_a_table_mapping_columns_by_name_updates_on_the_driver(
     DeltaTable.for_path(spark, path).delete("id % 7 = 0")
     sets = {"n": "n * 2 + sm", "p": "'q'", "d": "d - 0.25"}
     assert _update_both(spark, path, tmp_path, spy, "s IS NULL OR n = 1", sets)
+
+
+@pytest.mark.parametrize(
+    ("condition", "read_once"),
+    [
+        ("id % 3 = 0 AND s IS NOT NULL", {"id", "s"}),
+        ("p = 'x' AND sm > 2", {"sm"}),  # the partition column is not in the files
+    ],
+)
+def test_the_conditions_columns_are_read_once(
+    spark: SparkSession,
+    base: str,
+    tmp_path: Path,
+    spy: DriverSpy,
+    monkeypatch: pytest.MonkeyPatch,
+    condition: str,
+    read_once: set[str],
+) -> None:
+    # Finding the rows reads the condition's columns; writing their new versions reads the
+    # other columns of the rows' row groups, and takes the condition's from the first read.
+    groups: list[list[str]] = []
+    real = pq.ParquetFile.read_row_group
+
+    def recorded(self: pq.ParquetFile, i: int, columns: list[str] | None = None, **kw: Any) -> Any:
+        groups.append(list(columns or []))
+        return real(self, i, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", recorded)
+    assert _update_both(spark, base, tmp_path, spy, condition, {"n": "n + 1", "t": "s"})
+    assert groups and all(not read_once & set(g) for g in groups), groups
+    assert any("d" in g for g in groups)
+
+
+def test_past_the_kept_rows_budget_files_are_read_whole(
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only some files keep their condition columns: the others read them with the rest.
+    monkeypatch.setattr(update, "DRIVER_UPDATE_ROWS", 4)
+    assert _update_both(spark, base, tmp_path, spy, "id % 3 = 0", {"n": "n + 1"})

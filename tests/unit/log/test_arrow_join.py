@@ -23,15 +23,22 @@ SCHEMA = parse_schema(
 _TYPES = pa.schema([("id", pa.int64()), ("s", pa.string()), ("d", pa.float64())])
 
 
+# Strings in byte order (as the join's ranges compare them), non-ASCII ones among them.
+_STRINGS = ["", "A", "Z", "a", "ab", "b", "z", "ä", "é", "€"]
+
+
 def _write(
-    root: Path, pick: random.Random, files: int
+    root: Path, pick: random.Random, files: int, *, clustered: bool = False
 ) -> tuple[list[AddFile], list[list[dict[str, object]]]]:
     adds, contents = [], []
     for i in range(files):
+        # Clustered files hold overlapping windows of keys, as a table sorted by them does.
+        ids = range(4 * i, 4 * i + 6) if clustered else range(6)
+        strings = _STRINGS[2 * i : 2 * i + 4] if clustered else ["a", "b"]
         rows = [
             {
-                "id": pick.choice([None, *range(6)]),
-                "s": pick.choice([None, "a", "b"]),
+                "id": pick.choice([None, *ids]),
+                "s": pick.choice([None, *strings]),
                 "d": pick.random(),
             }
             for _ in range(pick.randrange(0, 30))
@@ -44,13 +51,18 @@ def _write(
 
 
 @pytest.mark.parametrize("seed", range(20))
-@pytest.mark.parametrize("keys", [["id"], ["id", "s"]])
-def test_key_matches_is_the_row_by_row_join(tmp_path: Path, seed: int, keys: list[str]) -> None:
+@pytest.mark.parametrize("keys", [["id"], ["id", "s"], ["s"]])
+@pytest.mark.parametrize("clustered", [False, True])
+def test_key_matches_is_the_row_by_row_join(
+    tmp_path: Path, seed: int, keys: list[str], clustered: bool
+) -> None:
     pick = random.Random(seed)
-    adds, contents = _write(tmp_path, pick, pick.randrange(1, 4))
+    adds, contents = _write(tmp_path, pick, pick.randrange(1, 5), clustered=clustered)
+    ids = range(-2, 20) if clustered else range(6)
+    strings = _STRINGS if clustered else ["a", "b"]
     source = [
-        {"id": pick.choice([None, *range(6)]), "s": pick.choice([None, "a", "b"])}
-        for _ in range(pick.randrange(0, 12))
+        {"id": pick.choice([None, *ids]), "s": pick.choice([None, *strings])}
+        for _ in range(pick.randrange(0, 40 if clustered else 12))
     ]
     source_keys = [pa.array([row[k] for row in source], _TYPES.field(k).type) for k in keys]
 

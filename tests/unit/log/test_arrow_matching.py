@@ -237,3 +237,61 @@ def test_what_pyarrow_cannot_evaluate_exactly_is_left_to_spark(
 ) -> None:
     location, adds, _ = files
     assert driver_matches(location, adds, predicate, SCHEMA, column_mapping="none") is None
+
+
+def test_kept_values_are_the_files_columns_at_the_matched_rows(
+    tmp_path: Path,
+) -> None:
+    # Three files of 10 rows; the condition reads n (INT, stored as int32) and s.
+    adds = []
+    for k in range(3):
+        rows = [
+            {"n": (i * 7 + k) % 5, "m": i, "s": f"s{i % 3}", "b": None, "d": 1.0} for i in range(10)
+        ]
+        path = tmp_path / f"part-{k}.parquet"
+        table = pa.Table.from_pylist(rows).cast(
+            pa.schema(
+                [
+                    ("n", pa.int32()),
+                    ("m", pa.int64()),
+                    ("s", pa.string()),
+                    ("b", pa.bool_()),
+                    ("d", pa.float64()),
+                ]
+            )
+        )
+        pq.write_table(table, path)
+        adds.append(AddFile(path.name, {}, path.stat().st_size, 0, True))
+    location = Location.of(str(tmp_path))
+    predicate = And(
+        (
+            Comparison(ComparisonOp.LT, Column("n"), Literal(2)),
+            Comparison(ComparisonOp.NE, Column("s"), Literal("s1")),
+        )
+    )
+    plain = driver_matches(location, adds, predicate, SCHEMA, column_mapping="none")
+    assert plain is not None and all(r.values is None for r in plain.values())
+
+    found = driver_matches(
+        location, adds, predicate, SCHEMA, column_mapping="none", keep_values=100
+    )
+    assert found is not None
+    for i, rows in found.items():
+        assert rows.matched.tolist() == plain[i].matched.tolist()
+        stored = pq.read_table(tmp_path / adds[i].path, columns=["n", "s"])
+        assert rows.values is not None
+        assert rows.values.equals(stored.take(pa.array(rows.matched)))
+        assert rows.values.schema.field("n").type == pa.int32()
+
+    # A budget smaller than all the matched rows: files keep theirs whole or not at all.
+    counts = sorted(len(r.matched) for r in found.values())
+    assert counts[0] > 0
+    budget = counts[0] + counts[1]
+    some = driver_matches(
+        location, adds, predicate, SCHEMA, column_mapping="none", keep_values=budget
+    )
+    assert some is not None
+    kept = [len(r.matched) for r in some.values() if r.values is not None]
+    assert sum(kept) <= budget and len(kept) < len(adds)
+    for r in some.values():
+        assert r.values is None or r.values.num_rows == len(r.matched)

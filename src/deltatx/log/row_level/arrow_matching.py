@@ -12,6 +12,7 @@ functions) gives None and the caller runs its Spark job.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -74,11 +75,15 @@ class FileRows:
             TRUE on.
         live: How many live rows the file has (physical rows less its deletion vector).
         deleted: Physical row indexes (ascending ``int64``) its deletion vector deletes.
+        values: The condition's columns that the file stores, at the matched rows (the file's
+            names and types, one row per ``matched`` index), when the caller asked to keep
+            them; None otherwise.
     """
 
     matched: npt.NDArray[np.int64]
     live: int
     deleted: npt.NDArray[np.int64]
+    values: pa.Table | None = None
 
     @property
     def physical(self) -> int:
@@ -93,11 +98,22 @@ def driver_matches(
     schema: StructType,
     *,
     column_mapping: ColumnMappingMode | str,
+    keep_values: int = 0,
 ) -> dict[int, FileRows] | None:
     """File index -> matched live rows, for every file of ``files``; None when not translatable.
 
     None also when the files are too large to read on the driver
     (:data:`DRIVER_MATCH_BYTES`) or the table maps columns by id.
+
+    Args:
+        location: Where the table's files are.
+        files: The candidate files.
+        predicate: The condition.
+        schema: The table schema.
+        column_mapping: The table's column mapping mode.
+        keep_values: Up to this many matched rows in all, each file's :attr:`FileRows.values`
+            keeps the condition's columns at its matched rows, so that a caller reading those
+            rows again need not read these columns twice. A file past the budget keeps none.
 
     Raises:
         InvalidTableError: A data file is missing (vacuumed) or is not readable Parquet.
@@ -120,6 +136,7 @@ def driver_matches(
         return None
     reader = DvReader(location)
     deleted = [reader.rows(f.deletion_vector, data_file=f.path) for f in files]
+    budget = _RowBudget(keep_values)
 
     def match(index: int) -> FileRows | None:
         f = files[index]
@@ -134,8 +151,14 @@ def driver_matches(
         gone = np.asarray(deleted[index], dtype=np.int64)
         if len(gone):
             rows = rows[~np.isin(rows, gone)]
+        values = None
+        if columns.stored is not None and len(rows) and budget.take(len(rows)):
+            values = columns.stored.take(pa.array(rows))
         return FileRows(
-            matched=rows.astype(np.int64, copy=False), live=columns.rows - len(gone), deleted=gone
+            matched=rows.astype(np.int64, copy=False),
+            live=columns.rows - len(gone),
+            deleted=gone,
+            values=values,
         )
 
     if len(files) <= 1:
@@ -148,10 +171,28 @@ def driver_matches(
     return {i: r for i, r in enumerate(found) if r is not None}
 
 
+class _RowBudget:
+    """Rows the reader threads may still keep, taken whole or not at all."""
+
+    __slots__ = ("_left", "_lock")
+
+    def __init__(self, rows: int) -> None:
+        self._left = rows
+        self._lock = threading.Lock()
+
+    def take(self, rows: int) -> bool:
+        with self._lock:
+            if rows > self._left:
+                return False
+            self._left -= rows
+            return True
+
+
 @dataclass(frozen=True, slots=True)
 class _FileColumns:
     columns: dict[str, pa.Array]
     rows: int
+    stored: pa.Table | None
 
 
 def _read_columns(
@@ -194,7 +235,7 @@ def _read_columns(
         else:
             # A column added after the file was written reads as NULL.
             out[name] = pa.nulls(rows, type=target)
-    return _FileColumns(out, rows)
+    return _FileColumns(out, rows, table)
 
 
 def _castable(stored: pa.DataType, kind: Kind) -> bool:

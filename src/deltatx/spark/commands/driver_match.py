@@ -32,8 +32,13 @@ def find_on_driver(
     candidates: Sequence[AddFile],
     predicate: Expression | None,
     condition: str | Column | None,
+    *,
+    keep_values: int = 0,
 ) -> dict[int, FileRows] | None:
     """Candidate index -> matched live rows of every candidate, or None to use Spark.
+
+    With ``keep_values``, up to that many matched rows keep the condition's columns
+    (:attr:`FileRows.values`) for a caller that reads those rows again.
 
     Only SQL text is translated (a Column's rendering is not always its meaning), and never
     text with a backslash, whose escapes Spark and the translator might read differently. A
@@ -53,6 +58,7 @@ def find_on_driver(
         predicate,
         txn.schema,
         column_mapping=txn.configuration.column_mapping_mode,
+        keep_values=keep_values,
     )
 
 

@@ -76,6 +76,7 @@ def update_on_driver(
     assignments: Mapping[str, str | SparkColumn],
     *,
     spark: SparkSession,
+    known: Mapping[int, pa.Table] | None = None,
 ) -> list[AddFile] | None:
     """Writes the new versions of the matched rows without Spark; None to use a Spark job.
 
@@ -85,6 +86,8 @@ def update_on_driver(
         matched: Candidate index -> physical indexes (ascending) of the live rows to update.
         assignments: The statement's SET: column name -> SQL text (or a Column).
         spark: The session, whose Parquet codec the written files must have.
+        known: Candidate index -> columns of the file already read at its matched rows (by
+            the driver's matching), which are not read again.
 
     Raises:
         InvalidTableError: A touched data file is missing or is not readable Parquet.
@@ -101,7 +104,8 @@ def update_on_driver(
     def updated_rows(index: int) -> list[pa.Table] | None:
         positions = np.asarray(matched[index], dtype=np.int64)
         out: list[pa.Table] = []
-        for batch in reader.read_rows(file_task(candidates[index]), positions):
+        task = file_task(candidates[index])
+        for batch in reader.read_rows(task, positions, known=(known or {}).get(index)):
             updated = apply_assignments(pa.Table.from_batches([batch]), values, txn.schema)
             if updated is None:
                 return None

@@ -40,7 +40,11 @@ from deltatx.spark.commands.driver_match import (
     matched_addresses,
 )
 from deltatx.spark.commands.driver_rewrite import rewrite_on_driver
-from deltatx.spark.commands.driver_update import translate_assignments, update_on_driver
+from deltatx.spark.commands.driver_update import (
+    DRIVER_UPDATE_ROWS,
+    translate_assignments,
+    update_on_driver,
+)
 from deltatx.spark.commands.dv_dml import mark_deleted, record_row_level
 from deltatx.spark.commands.rewrite import (
     Rewritten,
@@ -82,9 +86,21 @@ def stage_update(
     predicate = condition_to_predicate(condition, schema=txn.schema)
     step("scanning")
     candidates = txn.scan(predicate)
-    # The change data feed needs the updated rows themselves, which only Spark reads.
-    found = None if records_changes(txn) else find_on_driver(txn, candidates, predicate, condition)
     use_dvs = txn.configuration.deletion_vectors_enabled
+    # The change data feed needs the updated rows themselves, which only Spark reads. With
+    # deletion vectors the driver may read the matched rows again to write their new versions:
+    # the condition's columns read to find them are kept, so they are read once.
+    found = (
+        None
+        if records_changes(txn)
+        else find_on_driver(
+            txn,
+            candidates,
+            predicate,
+            condition,
+            keep_values=DRIVER_UPDATE_ROWS if use_dvs else 0,
+        )
+    )
     on_driver = _update_on_driver(spark, txn, candidates, found, set) if use_dvs else None
     if on_driver is not None:
         # The driver translated the condition and every SET value whole, so Spark would
@@ -184,7 +200,8 @@ def _update_on_driver(
     if found is None:
         return None
     matched = matched_addresses(found)
-    added = update_on_driver(txn, candidates, matched, texts, spark=spark)
+    known = {i: r.values for i, r in found.items() if r.values is not None}
+    added = update_on_driver(txn, candidates, matched, texts, spark=spark, known=known)
     return None if added is None else (matched, added)
 
 

@@ -311,31 +311,55 @@ class FileReader:
                 if batch.num_rows:
                     yield self._conform(batch, layout)
 
-    def read_rows(self, task: FileTask, rows: np.ndarray) -> Iterator[pa.RecordBatch]:
+    def read_rows(
+        self, task: FileTask, rows: np.ndarray, *, known: pa.Table | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """The rows of one file at physical indexes ``rows`` (ascending), in that order.
 
         Only the row groups holding them are read; the deletion vector is not applied (the
         caller names live rows).
+
+        Args:
+            task: The file.
+            rows: Physical row indexes, ascending.
+            known: Columns of the file already read at ``rows`` (one row per index, under the
+                file's column names and types), which are not read again.
         """
         # Strings stay dictionary-encoded until the rows are picked: a row group of 100,000
         # short strings decodes in a quarter of the CPU, and only the picked rows are cast.
         parquet = self._open(task.path, dictionaries=self.string_columns)
         layout = self._layout(parquet, task)
+        have = frozenset(() if known is None else known.column_names)
+        unread = [c for c in layout.wanted if c not in have]
         first_row = 0
         for group in range(parquet.metadata.num_row_groups):
             count = parquet.metadata.row_group(group).num_rows
             low, high = np.searchsorted(rows, [first_row, first_row + count])
             if high > low:
-                table = parquet.read_row_group(group, columns=layout.wanted, use_threads=False)
                 local = rows[low:high] - first_row
-                if bool(np.all(np.diff(local) == 1)):
-                    # One run of rows (a range condition on sorted data): a slice copies nothing.
-                    table = table.slice(int(local[0]), len(local))
+                if known is None:
+                    table = self._picked(parquet, group, unread, local)
                 else:
-                    table = table.take(pa.array(local))
+                    table = known.slice(int(low), int(high - low))
+                    if unread:
+                        read = self._picked(parquet, group, unread, local)
+                        for name in table.column_names:
+                            read = read.append_column(name, table.column(name))
+                        table = read
                 for batch in table.to_batches():
                     yield self._conform(batch, layout)
             first_row += count
+
+    @staticmethod
+    def _picked(
+        parquet: pq.ParquetFile, group: int, columns: list[str], local: np.ndarray
+    ) -> pa.Table:
+        """Rows ``local`` (ascending) of one row group, ``columns`` only."""
+        table = parquet.read_row_group(group, columns=columns, use_threads=False)
+        if bool(np.all(np.diff(local) == 1)):
+            # One run of rows (a range condition on sorted data): a slice copies nothing.
+            return table.slice(int(local[0]), len(local))
+        return table.take(pa.array(local))
 
     def _layout(self, parquet: pq.ParquetFile, task: FileTask) -> _Layout:
         present = set(parquet.schema_arrow.names)
