@@ -8,11 +8,14 @@ and changes past the caps go to the Spark job.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,9 +24,12 @@ from pyspark.sql import SparkSession
 
 import deltatx
 from deltatx import DeltaTable
+from deltatx.kernel.actions import AddFile
 from deltatx.kernel.schema import parse_schema
 from deltatx.spark.commands import driver_update, update
 from deltatx.spark.commands.driver_update import translate_value
+from deltatx.spark.datasource.reader import FileReader, file_task
+from deltatx.spark.schema import to_spark_schema
 
 from .driver_dml import DML_CONDITIONS, DriverSpy, added_stats, copy_table, dml_data, run_both_ways
 
@@ -281,3 +287,41 @@ def test_past_the_kept_rows_budget_files_are_read_whole(
     # Only some files keep their condition columns: the others read them with the rest.
     monkeypatch.setattr(update, "DRIVER_UPDATE_ROWS", 4)
     assert _update_both(spark, base, tmp_path, spy, "id % 3 = 0", {"n": "n + 1"})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_read_with_known_columns_are_the_rows_read_whole(tmp_path: Path, seed: int) -> None:
+    # A file of several row groups; the rows picked span some of them. Columns already read
+    # at those rows (any subset, all of them included) come back in place, the rest are read.
+    pick = random.Random(seed)
+    n = 50
+    table = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "s": pa.array([pick.choice([None, "a", "bb"]) for _ in range(n)]),
+            "d": pa.array([pick.random() for _ in range(n)]),
+        }
+    )
+    pq.write_table(table, tmp_path / "part-0.parquet", row_group_size=7)
+    schema = parse_schema(
+        '{"type":"struct","fields":['
+        '{"name":"id","type":"long","nullable":true,"metadata":{}},'
+        '{"name":"s","type":"string","nullable":true,"metadata":{}},'
+        '{"name":"d","type":"double","nullable":true,"metadata":{}}]}'
+    )
+    reader = FileReader(
+        table_path=str(tmp_path),
+        schema=to_spark_schema(schema),
+        table_schema_json=schema.to_json(),
+        partition_columns=[],
+        column_mapping="none",
+    )
+    size = (tmp_path / "part-0.parquet").stat().st_size
+    task = file_task(AddFile("part-0.parquet", {}, size, 0, True))
+    rows = np.array(sorted(pick.sample(range(n), pick.randrange(1, n))), dtype=np.int64)
+    whole = pa.Table.from_batches(list(reader.read_rows(task, rows)))
+    assert whole.column("id").to_pylist() == rows.tolist()
+    names = pick.sample(["id", "s", "d"], pick.randrange(1, 4))
+    known = table.select(names).take(pa.array(rows))
+    again = pa.Table.from_batches(list(reader.read_rows(task, rows, known=known)))
+    assert again.equals(whole)
