@@ -83,8 +83,8 @@ _DECODE_ERRORS = (msgspec.MsgspecError, UnicodeDecodeError)
 class FileActionBatch:
     """File actions decoded so far, in log order, each with its position for messages.
 
-    Records are turned into Arrow chunks by :meth:`flush` (the replay flushes after every
-    commit), so a large log is not held as Python objects and as Arrow at once.
+    Records are turned into Arrow chunks by :meth:`flush` (the replay flushes whenever many
+    have gathered), so a large log is not held as Python objects and as Arrow at once.
 
     Attributes:
         adds: Decoded ``add`` records not yet flushed.
@@ -121,6 +121,11 @@ class FileActionBatch:
                 self.deletion_vector_wires.append((where, line, "remove", wire))
             self.remove_chunks.append(tombstones_table(self.removes))
             self.removes = []
+
+    @property
+    def pending(self) -> int:
+        """How many decoded records wait for :meth:`flush`."""
+        return len(self.adds) + len(self.removes)
 
     def files(self) -> pa.Table:
         """Every add taken, flushed first, as one state table (in order)."""

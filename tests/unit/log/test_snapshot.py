@@ -26,6 +26,7 @@ from deltatx.kernel.expressions import (
 from deltatx.kernel.log_paths import commit_name
 from deltatx.kernel.schema import parse_schema
 from deltatx.log import DeltaLog, Snapshot
+from deltatx.log import snapshot as snapshot_module
 from deltatx.log.checkpoint import write_checkpoint
 from deltatx.storage import MemoryLogStore
 
@@ -252,3 +253,39 @@ def test_skipping_on_the_state_table_keeps_the_files_file_may_match_keeps(
     assert [f.path for f in fresh.scan_files(predicate)] == expected
     assert fresh.scan_files(predicate) == [f for f in fresh.add_files() if f.path in expected]
     assert [f.path for f in fresh.scan_files(predicate)] == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    history=st.lists(
+        st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=8,
+    ),
+    flush_every=st.integers(1, 6),
+)
+def test_replay_gives_the_same_state_whenever_it_turns_records_into_chunks(
+    history: list[list[tuple[bool, int]]], flush_every: int
+) -> None:
+    # Records become Arrow chunks when enough have gathered, mid-log or never before the end:
+    # the files, their order of precedence and the tombstones are the same either way.
+    store, _ = _log()
+    create(store, ROOT)
+    for version, actions in enumerate(history, start=1):
+        staged = [
+            add(f"f{n}.parquet", size=version) if is_add else remove(f"f{n}.parquet")
+            for is_add, n in actions
+        ]
+        write_commit(store, ROOT, version, [info(1_000 + version), *staged])
+    whole = DeltaLog.for_table(ROOT, store=store).snapshot()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(snapshot_module, "_FLUSH_RECORDS", flush_every)
+        chunked = DeltaLog.for_table(ROOT, store=store).snapshot()
+
+    def files(s: Snapshot) -> list[tuple[str, int]]:
+        return sorted((f.path, f.size) for f in s.add_files())
+
+    assert files(chunked) == files(whole)
+    assert sorted(chunked.tombstone_table().column("path").to_pylist()) == sorted(
+        whole.tombstone_table().column("path").to_pylist()
+    )
