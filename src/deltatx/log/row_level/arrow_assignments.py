@@ -62,10 +62,20 @@ class _NotExact(Exception):
 
 @dataclass(frozen=True, slots=True)
 class _Integers:
-    """Exact integer values (int64) and the fewest bits Spark's type for them can have."""
+    """Exact integer values (int64) and the fewest bits Spark's type for them can have.
 
-    values: pa.Array
+    A literal's value stays one scalar, which pyarrow's kernels broadcast: repeating it for
+    every row cost more than the arithmetic of ``id % 100 = 0`` itself.
+    """
+
+    values: pa.Array | pa.Scalar
     bits: int
+
+    def column(self, rows: int) -> pa.Array:
+        """The values as an array of ``rows`` values."""
+        if isinstance(self.values, pa.Scalar):
+            return pa.repeat(self.values, rows)
+        return self.values
 
 
 def assigned_column(
@@ -83,7 +93,7 @@ def assigned_column(
             integers = _integers(value, rows, schema)
             bits = _INTEGRAL_BITS[name]
             _check_fits(integers.values, bits)
-            return integers.values.cast(_ARROW_INTEGRAL[bits])
+            return integers.column(rows.num_rows).cast(_ARROW_INTEGRAL[bits])
         if name in _SIMPLE:
             return _simple(value, rows, schema, name)
         if name == "double":
@@ -107,7 +117,7 @@ def integer_values(value: Arithmetic, rows: pa.Table, schema: StructType) -> pa.
         a step might overflow, or a divisor is zero.
     """
     try:
-        return _integers(value, rows, schema).values
+        return _integers(value, rows, schema).column(rows.num_rows)
     except _NotExact:
         return None
 
@@ -145,12 +155,12 @@ def _simple(value: Value, rows: pa.Table, schema: StructType, name: str) -> pa.A
 def _integers(value: Expression, rows: pa.Table, schema: StructType) -> _Integers:
     match value:
         case Literal(value=None):
-            return _Integers(pa.nulls(rows.num_rows, type=pa.int64()), 8)
+            return _Integers(pa.scalar(None, type=pa.int64()), 8)
         case Literal(value=int() as v) if not isinstance(v, bool):
             bits = next((b for b in _ARROW_INTEGRAL if _fits(v, b)), None)
             if bits is None:
                 raise _NotExact  # Spark reads a literal past BIGINT as a decimal
-            return _Integers(_repeated(v, pa.int64(), rows.num_rows), bits)
+            return _Integers(pa.scalar(v, type=pa.int64()), bits)
         case Column(name=name):
             field = schema.get(name)
             if field is None or not isinstance(field.type, PrimitiveType):
@@ -161,7 +171,7 @@ def _integers(value: Expression, rows: pa.Table, schema: StructType) -> _Integer
             return _Integers(rows.column(field.name).combine_chunks().cast(pa.int64()), bits)
         case Arithmetic(op=op, left=left, right=right):
             a, b = _integers(left, rows, schema), _integers(right, rows, schema)
-            if op is ArithmeticOp.REMAINDER and pc.any(pc.equal(b.values, 0)).as_py():
+            if op is ArithmeticOp.REMAINDER and _has_zero(b.values):
                 raise _NotExact
             try:
                 result = _CHECKED[op](a.values, b.values)
@@ -197,7 +207,7 @@ def _doubles(value: Expression, rows: pa.Table, schema: StructType) -> pa.Array:
     # An integral value (Spark computes it as integers, then casts): exact up to 2**53.
     integers = _integers(value, rows, schema)
     _check_fits(integers.values, _EXACT_DOUBLE_BITS)
-    return integers.values.cast(pa.float64())
+    return integers.column(rows.num_rows).cast(pa.float64())
 
 
 def _fractional_column(name: str, schema: StructType) -> bool:
@@ -223,9 +233,18 @@ def _repeated(value: object, arrow: pa.DataType, count: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type=arrow), count)
 
 
-def _check_fits(values: pa.Array, bits: int) -> None:
-    bounds = pc.min_max(values)
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+def _has_zero(values: pa.Array | pa.Scalar) -> bool:
+    if isinstance(values, pa.Scalar):
+        return bool(values.as_py() == 0)
+    return bool(pc.any(pc.equal(values, 0)).as_py())
+
+
+def _check_fits(values: pa.Array | pa.Scalar, bits: int) -> None:
+    if isinstance(values, pa.Scalar):
+        low = high = values.as_py()
+    else:
+        bounds = pc.min_max(values)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if low is not None and not (_fits(low, bits) and _fits(high, bits)):
         raise _NotExact
 
