@@ -257,13 +257,13 @@ def files_to_dataframe(
             reader = reader.format(FORMAT_CLASS).schema(schema).option(VECTORS_OPTION, named)
             return load_paths(spark, reader, escaped)
 
-    rows = scan(spark_paths, read_schema)
-    if not columns and not needs_row_index:
-        return rows.select(*[quote_column(f.name) for f in schema.fields])
-    if not needs_row_index:
+    if columns and not needs_row_index:
         by_partition = _group_by_partition(files, spark_paths, columns)
         if len(by_partition) <= _UNION_LIMIT:
             return _union_of_partitions(scan, schema, data_schema, columns, by_partition)
+    rows = scan(spark_paths, read_schema)
+    if not columns and not needs_row_index:
+        return rows.select(*[quote_column(f.name) for f in schema.fields])
 
     file_key = F.regexp_replace(F.col("_metadata.file_path"), _URI_PREFIX, "")
     row_index = _ROW_INDEX_SQL if needs_row_index else None

@@ -324,7 +324,7 @@ def read_files(
 
     row_filter = live_rows_filter(txn.log, files)
     # Partition discovery names columns after directories: physical names under column mapping.
-    if row_filter is None and not txn.configuration.column_mapping and _many_partitions(files):
+    if row_filter is None and not txn.configuration.column_mapping:
         native = partition_discovery_frame(
             spark,
             table_path=txn.log.table_path,
@@ -344,19 +344,6 @@ def read_files(
         column_mapping=txn.configuration.column_mapping_mode,
         vectors_in_reader=True,
     )
-
-
-# Up to this many partitions files_to_dataframe's own plan lets Spark prune them.
-_PRUNABLE_PARTITIONS = 64
-
-
-def _many_partitions(files: Sequence[AddFile]) -> bool:
-    seen: set[tuple[tuple[str, str | None], ...]] = set()
-    for f in files:
-        seen.add(tuple(sorted(f.partition_values.items())))
-        if len(seen) > _PRUNABLE_PARTITIONS:
-            return True
-    return False
 
 
 def file_metrics(files: Sequence[AddFile]) -> tuple[int, int]:
