@@ -8,6 +8,8 @@ and changes past the caps go to the Spark job.
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import uuid
 from collections.abc import Iterator, Mapping
@@ -29,9 +31,20 @@ from deltatx.kernel.schema import parse_schema
 from deltatx.spark.commands import driver_update, update
 from deltatx.spark.commands.driver_update import translate_value
 from deltatx.spark.datasource.reader import FileReader, file_task
+from deltatx.spark.datasource.task_files import TaskFiles
 from deltatx.spark.schema import to_spark_schema
 
-from .driver_dml import DML_CONDITIONS, DriverSpy, added_stats, copy_table, dml_data, run_both_ways
+from .driver_dml import (
+    DML_CONDITIONS,
+    DriverSpy,
+    added_stats,
+    commit_adds,
+    copy_table,
+    dml_data,
+    run_both_ways,
+)
+
+FULL = os.environ.get("DELTATX_STRESS_FULL") == "1"
 
 # Per column, SET values: most the driver evaluates, some it must leave to Spark (a cast,
 # a function, an overflow of the column's type).
@@ -107,8 +120,10 @@ def _update_both(
     return both.wrote
 
 
+# Each example runs two UPDATEs through Spark (about a second): ``make test`` draws 12, and
+# ``make stress`` (``DELTATX_STRESS_FULL=1``) 25 (Hypothesis draws new ones each run).
 @settings(
-    max_examples=25,
+    max_examples=25 if FULL else 12,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
@@ -190,6 +205,43 @@ def test_rows_gathered_past_the_write_size_are_written_in_parts(
     # the same table as the Spark job's, each row once.
     monkeypatch.setattr(driver_update, "_WRITE_ROWS", 5)
     assert _update_both(spark, base, tmp_path, spy, "id % 3 = 0", {"n": "n + 1"})
+    # Each part is a file of its own (written by a driver thread while the next are read).
+    spy.force_spark = False
+    in_parts = _files_added(spark, copy_table(base, tmp_path), "id % 3 = 0")
+    monkeypatch.setattr(driver_update, "_WRITE_ROWS", 1 << 17)
+    assert in_parts > _files_added(spark, copy_table(base, tmp_path), "id % 3 = 0")
+
+
+def _files_added(spark: SparkSession, path: str, condition: str) -> int:
+    dt = DeltaTable.for_path(spark, path)
+    dt.update(condition, set={"n": "n + 1"})
+    return len(commit_adds(dt, dt.log.snapshot().version))
+
+
+def test_a_part_that_fails_to_write_leaves_no_file_behind(
+    spark: SparkSession, base: str, tmp_path: Path, spy: DriverSpy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The second of several parts fails while others are written by driver threads: the
+    # statement fails, nothing is committed, and every file any part wrote is deleted.
+    monkeypatch.setattr(driver_update, "_WRITE_ROWS", 5)
+    path = copy_table(base, tmp_path)
+    dt = DeltaTable.for_path(spark, path)
+    version = dt.log.snapshot().version
+    before = {p.relative_to(path) for p in Path(path).rglob("*.parquet")}
+    write, calls = TaskFiles.write, itertools.count()
+
+    def failing(self: TaskFiles, rows: pa.Table) -> list[AddFile]:
+        added = write(self, rows)
+        if next(calls) == 1:
+            raise OSError("the disk is full")
+        return added
+
+    monkeypatch.setattr(TaskFiles, "write", failing)
+    with pytest.raises(OSError, match="the disk is full"):
+        dt.update("id % 3 = 0", set={"n": "n + 1"})
+    assert next(calls) > 2, "several parts were written"
+    assert {p.relative_to(path) for p in Path(path).rglob("*.parquet")} == before
+    assert DeltaTable.for_path(spark, path).log.snapshot().version == version
 
 
 def test_past_the_byte_cap_the_spark_job_writes(

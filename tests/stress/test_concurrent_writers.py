@@ -27,7 +27,7 @@ from .workload import PARTITIONS, expected_rows, load_attempts, run_writer
 
 SECONDS = float(
     os.environ.get(
-        "DELTATX_STRESS_SECONDS", "90" if os.environ.get("DELTATX_STRESS_FULL") else "12"
+        "DELTATX_STRESS_SECONDS", "90" if os.environ.get("DELTATX_STRESS_FULL") else "8"
     )
 )
 PROCESSES = 4 if os.environ.get("DELTATX_STRESS_FULL") else 2

@@ -125,11 +125,17 @@ class DataFileWriter:
                 self._floats[path] = self._floats[path].merged(stats)
         self._writer.write_table(table)
 
-    def close(self) -> None:
-        """Writes the footer, floating point statistics included."""
+    def close(self) -> pq.FileMetaData:
+        """Writes the footer, floating point statistics included, and returns it.
+
+        The footer is the one :func:`pyarrow.parquet.read_metadata` would read back from the
+        file, with no read (on an object store, a request) to get it.
+        """
         if self._floats:
             self._writer.add_key_value_metadata(float_stats_metadata(self._floats))
         self._writer.close()
+        footer: pq.FileMetaData = self._writer.writer.metadata
+        return footer
 
 
 __all__ = ["COMPRESSION", "DataFileWriter", "dictionary_columns", "footer_statistics_columns"]

@@ -39,7 +39,9 @@ _SIMPLE: Mapping[str, pa.DataType] = {"string": pa.string(), "boolean": pa.bool_
 Value = Column | Literal | Arithmetic
 """A SET expression the driver may evaluate (an Arithmetic's operands are Values too)."""
 
-_DOUBLE_OPS: Mapping[ArithmeticOp, Callable[[pa.Array, pa.Array], pa.Array]] = {
+_DOUBLE_OPS: Mapping[
+    ArithmeticOp, Callable[[pa.Array | pa.Scalar, pa.Array | pa.Scalar], pa.Array | pa.Scalar]
+] = {
     ArithmeticOp.ADD: pc.add,
     ArithmeticOp.SUBTRACT: pc.subtract,
     ArithmeticOp.MULTIPLY: pc.multiply,
@@ -97,7 +99,10 @@ def assigned_column(
         if name in _SIMPLE:
             return _simple(value, rows, schema, name)
         if name == "double":
-            return _doubles(value, rows, schema)
+            doubles = _doubles(value, rows, schema)
+            if isinstance(doubles, pa.Scalar):
+                return pa.repeat(doubles, rows.num_rows)
+            return doubles
     except _NotExact:
         return None
     return _copied(value, rows, schema, target)
@@ -131,7 +136,7 @@ def _copied(
     if isinstance(value, Column):
         field = schema.get(value.name)
         if field is not None and field.type == target.type:
-            return rows.column(field.name).combine_chunks()
+            return _whole(rows.column(field.name))
     return None
 
 
@@ -148,7 +153,7 @@ def _simple(value: Value, rows: pa.Table, schema: StructType, name: str) -> pa.A
     if isinstance(value, Column):
         field = schema.get(value.name)
         if field is not None and field.type == PrimitiveType(name):
-            return rows.column(field.name).combine_chunks()
+            return _whole(rows.column(field.name))
     raise _NotExact
 
 
@@ -168,7 +173,7 @@ def _integers(value: Expression, rows: pa.Table, schema: StructType) -> _Integer
             bits = _INTEGRAL_BITS.get(field.type.name)
             if bits is None:
                 raise _NotExact
-            return _Integers(rows.column(field.name).combine_chunks().cast(pa.int64()), bits)
+            return _Integers(_whole(rows.column(field.name)).cast(pa.int64()), bits)
         case Arithmetic(op=op, left=left, right=right):
             a, b = _integers(left, rows, schema), _integers(right, rows, schema)
             if op is ArithmeticOp.REMAINDER and _has_zero(b.values):
@@ -183,19 +188,21 @@ def _integers(value: Expression, rows: pa.Table, schema: StructType) -> _Integer
     raise _NotExact
 
 
-def _doubles(value: Expression, rows: pa.Table, schema: StructType) -> pa.Array:
-    """A DOUBLE value: IEEE arithmetic, as the JVM does it, once every operand is a double."""
+def _doubles(value: Expression, rows: pa.Table, schema: StructType) -> pa.Array | pa.Scalar:
+    """A DOUBLE value: IEEE arithmetic, as the JVM does it, once every operand is a double.
+
+    A literal stays one scalar, which pyarrow's kernels broadcast (as :class:`_Integers`).
+    """
     match value:
         case Literal(value=float() as v):
-            return _repeated(v, pa.float64(), rows.num_rows)
+            return pa.scalar(v, type=pa.float64())
         case Literal(value=Decimal() as v):
             # Spark casts a decimal literal to DOUBLE next to a double: correctly rounded,
             # as float() is, for the few digits the translator lets through. A decimal has
             # no negative zero: -0.0 is 0.0.
-            number = float(v) if v else 0.0
-            return _repeated(number, pa.float64(), rows.num_rows)
+            return pa.scalar(float(v) if v else 0.0, type=pa.float64())
         case Column(name=name) if _fractional_column(name, schema):
-            return rows.column(name).combine_chunks().cast(pa.float64())
+            return _whole(rows.column(name)).cast(pa.float64())
         case Arithmetic(op=op, left=left, right=right) if _is_double(value, schema):
             if op not in _DOUBLE_OPS:
                 raise _NotExact
@@ -207,7 +214,7 @@ def _doubles(value: Expression, rows: pa.Table, schema: StructType) -> pa.Array:
     # An integral value (Spark computes it as integers, then casts): exact up to 2**53.
     integers = _integers(value, rows, schema)
     _check_fits(integers.values, _EXACT_DOUBLE_BITS)
-    return integers.column(rows.num_rows).cast(pa.float64())
+    return integers.values.cast(pa.float64())
 
 
 def _fractional_column(name: str, schema: StructType) -> bool:
@@ -226,6 +233,11 @@ def _is_double(value: Expression, schema: StructType) -> bool:
         case Arithmetic(left=left, right=right):
             return _is_double(left, schema) or _is_double(right, schema)
     return False
+
+
+def _whole(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array; joining chunks copies even a lone one, so that is avoided."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _repeated(value: object, arrow: pa.DataType, count: int) -> pa.Array:

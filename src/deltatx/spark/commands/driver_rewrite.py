@@ -239,6 +239,11 @@ def _rewrite_file(
     drop = np.concatenate([job.deleted, job.dropped])
     batches = reader.read_physical(file_task(job.add), drop=drop, rows=job.physical)
     table = pa.Table.from_batches(list(batches), schema=reader.arrow_schema).combine_chunks()
+    if values is not None and 0 < len(job.updated) == table.num_rows:
+        # Every kept row is updated (the matched rows are live and distinct): the SET applies
+        # to the whole table, with no rows to pick out and put back.
+        whole = apply_assignments(table, values, txn.schema)
+        return None if whole is None else out.write(whole)
     if values is not None and len(job.updated):
         # The updated rows' places among the kept rows: each moves up by the rows deleted
         # before it (an UPDATE drops no other row).

@@ -64,6 +64,9 @@ file, and writing each file's few rows on their own costs a call, statistics and
 _READ_AHEAD = 4
 """Touched files read at once on the driver: each more holds its rows in memory."""
 
+_WRITES_AHEAD = 2
+"""Parts of an UPDATE's new rows written by driver threads at once (see ``_Files``)."""
+
 _DIGITS = re.compile(r"^[0-9]+$")
 _DECIMAL = re.compile(r"^([0-9]*)\.([0-9]+)$")
 _DOUBLE = re.compile(r"^[0-9]+(\.[0-9]*)?[eE][+-]?[0-9]+$")
@@ -112,29 +115,62 @@ def update_on_driver(
             out.append(updated)
         return out
 
-    out = TaskFiles(plan)
+    files = _Files(plan)
     pending: list[pa.Table] = []
     try:
         for tables in _in_order(updated_rows, sorted(matched)):
             if tables is None:
-                out.discard()
+                files.discard()
                 return None
             pending.extend(tables)
             if sum(t.num_rows for t in pending) >= _WRITE_ROWS:
-                _write_all(out, pending)
-        _write_all(out, pending)
-        return out.close()
+                files.write_behind(pending)
+                pending = []
+        return files.close(pending)
     except BaseException:
-        out.discard()
+        files.discard()
         raise
 
 
-def _write_all(out: TaskFiles, tables: list[pa.Table]) -> None:
-    """Hands the rows of ``tables`` to ``out`` as one table, and empties the list."""
-    if tables:
-        for part in pa.concat_tables(tables).combine_chunks().to_batches():
-            out.add(part)
-        tables.clear()
+class _Files:
+    """The new files of a driver UPDATE: each part of its rows gathered is a file of its own.
+
+    A part is written by a driver thread while the next touched files are read and updated,
+    so a large UPDATE writes on every core; at most :data:`_WRITES_AHEAD` parts wait to be
+    written. The last part is written by the caller's thread, beside the others.
+    """
+
+    def __init__(self, plan: WritePlan) -> None:
+        self._plan = plan
+        self._outputs: list[TaskFiles] = []
+        self._writes: deque[Future[list[AddFile]]] = deque()
+        self._added: list[AddFile] = []
+
+    def write_behind(self, tables: list[pa.Table]) -> None:
+        """Starts writing ``tables`` as one file, after the oldest part if too many wait."""
+        while len(self._writes) >= _WRITES_AHEAD:
+            self._added.extend(self._writes.popleft().result())
+        out = TaskFiles(self._plan)
+        self._outputs.append(out)
+        self._writes.append(driver_pool().submit(out.write, pa.concat_tables(tables)))
+
+    def close(self, tables: list[pa.Table]) -> list[AddFile]:
+        """Writes the last part here and returns every file's ``add``, once all are written."""
+        if tables:
+            out = TaskFiles(self._plan)
+            self._outputs.append(out)
+            last = out.write(pa.concat_tables(tables))
+        else:
+            last = []
+        while self._writes:
+            self._added.extend(self._writes.popleft().result())
+        return [*self._added, *last]
+
+    def discard(self) -> None:
+        """Deletes every file written, once no thread still writes one."""
+        wait(self._writes)
+        for out in self._outputs:
+            out.discard()
 
 
 def _in_order(

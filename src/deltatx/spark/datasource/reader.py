@@ -302,11 +302,9 @@ class FileReader:
             if keep is not None:
                 chunk = chunk.filter(pa.array(keep[first_row : first_row + count]))
             first_row += count
-            batches = (
-                chunk.to_batches(max_chunksize=_BATCH_ROWS)
-                if isinstance(chunk, pa.Table)
-                else [chunk]
-            )
+            # A whole row group stays one batch: the driver's rewrite writes it as it is, and
+            # slices of it would be joined again (a copy of every column) before writing.
+            batches = chunk.to_batches() if isinstance(chunk, pa.Table) else [chunk]
             for batch in batches:
                 if batch.num_rows:
                     yield self._conform(batch, layout)

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from deltatx.errors import ConstraintViolationError, InvalidArgumentError, SchemaMismatchError
@@ -174,12 +173,10 @@ class TaskFiles:
         """Closes the open files and returns their ``add`` actions, statistics included."""
         out: list[AddFile] = []
         for values, (relative, writer) in self.open.items():
-            writer.close()
+            metadata = writer.close()
             self.sinks.pop(relative).close()
             self.done.append(relative)
-            path = self.location.fs_path(relative)
-            metadata = pq.read_metadata(path, filesystem=self.location.fs)
-            info = self.location.fs.get_file_info(path)
+            info = self.location.fs.get_file_info(self.location.fs_path(relative))
             out.append(
                 AddFile(
                     path=encode_uri_path(relative),
@@ -209,16 +206,18 @@ class TaskFiles:
             raise
 
     def discard(self) -> None:
-        """Closes and deletes every file this task wrote (the task failed)."""
+        """Closes and deletes every file this task wrote (the task failed); again, nothing."""
         for relative, writer in self.open.values():
             try:
                 writer.close()
                 self.sinks.pop(relative).close()
             finally:
                 self.done.append(relative)
+        self.open.clear()
         for relative in self.done:
             with contextlib.suppress(FileNotFoundError):
                 self.location.fs.delete_file(self.location.fs_path(relative))
+        self.done.clear()
 
 
 # --- replaceWhere on data columns: keep the rows it does not cover ------------------------------
