@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -18,6 +19,7 @@ from pyspark.sql import functions as F
 import deltatx
 from deltatx import DeltaTable
 from deltatx.errors import InvalidConditionError
+from deltatx.log.row_level import arrow_matching
 from deltatx.log.row_level.arrow_matching import driver_matches
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark.commands.common import condition_to_predicate
@@ -122,7 +124,12 @@ def test_driver_finds_the_rows_spark_finds(
     predicate = condition_to_predicate(condition, schema=snapshot.schema)
     assert predicate is not None
     found = driver_matches(
-        table.log.location, files, predicate, snapshot.schema, column_mapping="none"
+        table.log.location,
+        files,
+        predicate,
+        snapshot.schema,
+        column_mapping="none",
+        partition_columns=["p"],
     )
     assert found is not None, condition
     driver = {i: r.matched.tolist() for i, r in found.items() if len(r.matched)}
@@ -208,3 +215,39 @@ def test_text_spark_refuses_is_refused_on_a_table_with_deletion_vectors(
     assert dt.version() == version
     # No data file was written: the write is the one file of the table.
     assert len(list((tmp_path / "t").rglob("*.parquet"))) == 1
+
+
+@pytest.mark.parametrize("statement", ["delete", "update"])
+@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "dv"])
+def test_files_whose_statistics_prove_every_row_matches_are_not_read(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    statement: str,
+    deletion_vectors: bool,
+) -> None:
+    # Ten files of ten ids each (0-9, 10-19, ...); the condition covers 25-74: files 3 to 6
+    # match on every row by their bounds and are not read, files 2 and 7 are read.
+    path = str(tmp_path / "ranges")
+    props = {"delta.enableDeletionVectors": str(deletion_vectors).lower()}
+    frame = spark.range(0, 100, numPartitions=10).select("id", (F.col("id") % 3).alias("n"))
+    deltatx.write(frame, path, properties=props)
+    dt = DeltaTable.for_path(spark, path)
+    dt.delete("id = 41")  # a deletion vector on a file that every row matches
+    read: list[str] = []
+    real = arrow_matching._read_columns
+
+    def recording(location: Any, f: Any, *args: Any) -> Any:
+        read.append(f.path)
+        return real(location, f, *args)
+
+    monkeypatch.setattr(arrow_matching, "_read_columns", recording)
+    condition = "id >= 25 AND id < 75"
+    if statement == "delete":
+        dt.delete(condition)
+        expected = [(i, i % 3) for i in range(100) if not 25 <= i < 75 and i != 41]
+    else:
+        dt.update(condition, set={"n": "n + 10"})
+        expected = [(i, i % 3 + (10 if 25 <= i < 75 else 0)) for i in range(100) if i != 41]
+    assert sorted(tuple(r) for r in DeltaTable.for_path(spark, path).to_df().collect()) == expected
+    assert len(read) == 2, read

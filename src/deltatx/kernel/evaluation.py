@@ -390,6 +390,35 @@ def file_may_match(
     return _may_be_true(predicate, view)
 
 
+# Kinds whose statistics bound every value of a column: not strings (writers truncate their
+# bounds), timestamps (truncated to milliseconds) nor floating point (a NaN may be left out).
+_COMPLETE_BOUNDS = frozenset({Kind.INTEGRAL, Kind.DATE, Kind.BOOLEAN})
+
+
+def file_must_match(
+    predicate: Expression,
+    file: FileStatistics,
+    *,
+    schema: StructType,
+    partition_columns: Sequence[str],
+) -> bool:
+    """Whether ``predicate`` is TRUE on every row of ``file``, as its metadata proves.
+
+    True only when partition values and statistics leave no row where it is FALSE or NULL:
+    each column it reads is a partition column, or an integral, date or boolean column whose
+    bounds and null count the statistics give. A caller may then take every row of the file
+    as matched without reading it (the dual of :func:`file_may_match`).
+    """
+    parts = {c.lower() for c in partition_columns}
+    for name in columns_of(predicate):
+        f = schema.get(name)
+        if name.lower() not in parts and (
+            f is None or kind_of_type(f.type) not in _COMPLETE_BOUNDS
+        ):
+            return False
+    return _mask(predicate, _FileView(file, schema, partition_columns)) == _T
+
+
 def _may_be_true(expr: Expression, view: _FileView) -> bool:
     """``bool(_mask(expr, view) & _T)``, stopping early where AND and OR allow.
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     file_may_match,
+    file_must_match,
     partition_predicate,
     split_conjuncts,
 )
@@ -39,6 +40,7 @@ from deltatx.kernel.expressions import (
     Not,
     Opaque,
     Or,
+    columns_of,
 )
 from deltatx.kernel.row_evaluation import evaluate_on_row
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
@@ -215,6 +217,72 @@ def test_file_may_match_is_sound(case: tuple[StructType, list[dict[str, Any]], E
     file = make_file(rows)
     if any(evaluate_on_row(pred, r, schema=schema) is True for r in rows):
         assert file_may_match(pred, file, schema=schema, partition_columns=["p"])
+
+
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_file_must_match_is_sound(
+    case: tuple[StructType, list[dict[str, Any]], Expression],
+) -> None:
+    """A file said to match on every row has no row where the predicate is FALSE or NULL."""
+    schema, rows, pred = case
+    for file in (make_file(rows), make_file(rows, with_stats=False)):
+        if file_must_match(pred, file, schema=schema, partition_columns=["p"]):
+            assert all(evaluate_on_row(pred, r, schema=schema) is True for r in rows)
+
+
+def _rows_of(ids: list[int | None], day: date | None = date(2024, 1, 2)) -> list[dict[str, Any]]:
+    return [
+        {"p": day, "i": i, "s": "a", "d": day, "t": None, "f": 0.5, "b": True, "m": None}
+        for i in ids
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ids", "predicate", "proven"),
+    [
+        (
+            [3, 5, 4],
+            And(
+                (
+                    Comparison(ComparisonOp.GE, Column("i"), Literal(3)),
+                    Comparison(ComparisonOp.LT, Column("i"), Literal(6)),
+                )
+            ),
+            True,
+        ),
+        ([3, 5, 4], Comparison(ComparisonOp.LT, Column("i"), Literal(5)), False),
+        ([3, None], Comparison(ComparisonOp.GE, Column("i"), Literal(0)), False),
+        ([3, 4], IsNotNull(Column("i")), True),
+        # Each part of an OR is judged alone: the NULL of one is not known to be the other's TRUE.
+        (
+            [3, None],
+            Or((Comparison(ComparisonOp.GE, Column("i"), Literal(0)), IsNull(Column("i")))),
+            False,
+        ),
+        ([4, 4], In(Column("i"), (Literal(1), Literal(4))), True),
+        ([4, 4], Not(Comparison(ComparisonOp.EQ, Column("i"), Literal(5))), True),
+        ([1, 2], Comparison(ComparisonOp.EQ, Column("p"), Literal("2024-01-02")), True),
+        ([1, 2], Comparison(ComparisonOp.LE, Column("d"), Literal("2024-01-02")), True),
+        # Bounds a writer may truncate or leave a NaN out of prove nothing.
+        ([1, 2], Comparison(ComparisonOp.EQ, Column("s"), Literal("a")), False),
+        ([1, 2], Comparison(ComparisonOp.LT, Column("f"), Literal(1.0)), False),
+        ([1, 2], Opaque("i > 0", deterministic=True), False),
+    ],
+)
+def test_file_must_match_proves_what_the_bounds_show(
+    ids: list[int | None], predicate: Expression, proven: bool
+) -> None:
+    schema = make_schema("date")
+    rows = _rows_of(ids)
+    file = make_file(rows)
+    assert file_must_match(predicate, file, schema=schema, partition_columns=["p"]) is proven
+    # Without statistics only partition values prove anything.
+    bare = make_file(rows, with_stats=False)
+    on_partitions = columns_of(predicate) <= {"p"}
+    assert file_must_match(predicate, bare, schema=schema, partition_columns=["p"]) is (
+        proven and on_partitions
+    )
 
 
 @settings(max_examples=examples(800), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,6 +8,9 @@ column's own kind, in SQL's three-valued logic, and integer ``+``, ``-``, ``*``,
 ``id % 100 = 0``, which statistics cannot narrow) wherever no step can overflow or divide by
 zero. Anything else (floating point, whose NaN Spark orders above every number, dates, casts,
 functions) gives None and the caller runs its Spark job.
+
+A file whose partition values and statistics prove the condition TRUE on every row
+(:func:`~deltatx.kernel.evaluation.file_must_match`) is not read: all its live rows match.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import pyarrow.parquet as pq
 from deltatx.errors import InvalidTableError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import ColumnMappingMode, physical_name
+from deltatx.kernel.deletion_vectors import num_records
+from deltatx.kernel.evaluation import file_must_match
 from deltatx.kernel.expressions import (
     And,
     Arithmetic,
@@ -99,6 +104,7 @@ def driver_matches(
     *,
     column_mapping: ColumnMappingMode | str,
     keep_values: int = 0,
+    partition_columns: Sequence[str] = (),
 ) -> dict[int, FileRows] | None:
     """File index -> matched live rows, for every file of ``files``; None when not translatable.
 
@@ -113,7 +119,9 @@ def driver_matches(
         column_mapping: The table's column mapping mode.
         keep_values: Up to this many matched rows in all, each file's :attr:`FileRows.values`
             keeps the condition's columns at its matched rows, so that a caller reading those
-            rows again need not read these columns twice. A file past the budget keeps none.
+            rows again need not read these columns twice. A file past the budget keeps none,
+            nor does a file whose rows all match by its metadata (it is not read).
+        partition_columns: The table's partition columns.
 
     Raises:
         InvalidTableError: A data file is missing (vacuumed) or is not readable Parquet.
@@ -137,9 +145,19 @@ def driver_matches(
     reader = DvReader(location)
     deleted = [reader.rows(f.deletion_vector, data_file=f.path) for f in files]
     budget = _RowBudget(keep_values)
+    every_row = [_rows_if_all_match(f, predicate, schema, partition_columns) for f in files]
 
     def match(index: int) -> FileRows | None:
         f = files[index]
+        stored = every_row[index]
+        if stored is not None:
+            gone = np.asarray(deleted[index], dtype=np.int64)
+            rows = np.arange(stored, dtype=np.int64)
+            return FileRows(
+                matched=rows[~np.isin(rows, gone)] if len(gone) else rows,
+                live=stored - len(gone),
+                deleted=gone,
+            )
         columns = _read_columns(location, f, kinds, physical)
         if columns is None:
             return None
@@ -169,6 +187,18 @@ def driver_matches(
     if any(r is None for r in found):
         return None
     return {i: r for i, r in enumerate(found) if r is not None}
+
+
+def _rows_if_all_match(
+    f: AddFile, predicate: Expression, schema: StructType, partition_columns: Sequence[str]
+) -> int | None:
+    """How many rows ``f`` stores when the predicate is TRUE on all of them, else None."""
+    stored = num_records(f.stats)
+    if stored is None or not file_must_match(
+        predicate, f, schema=schema, partition_columns=partition_columns
+    ):
+        return None
+    return stored
 
 
 class _RowBudget:

@@ -59,6 +59,7 @@ def find_on_driver(
         txn.schema,
         column_mapping=txn.configuration.column_mapping_mode,
         keep_values=keep_values,
+        partition_columns=txn.partition_columns,
     )
 
 
