@@ -217,8 +217,11 @@ def test_text_spark_refuses_is_refused_on_a_table_with_deletion_vectors(
     assert len(list((tmp_path / "t").rglob("*.parquet"))) == 1
 
 
-@pytest.mark.parametrize("statement", ["delete", "update"])
-@pytest.mark.parametrize("deletion_vectors", [False, True], ids=["copy-on-write", "dv"])
+@pytest.mark.parametrize(
+    ("statement", "deletion_vectors"),
+    [("delete", True), ("update", False), ("update", True)],
+    ids=["delete-dv", "update-copy-on-write", "update-dv"],
+)
 def test_files_whose_statistics_prove_every_row_matches_are_not_read(
     spark: SparkSession,
     tmp_path: Path,
