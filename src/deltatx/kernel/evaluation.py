@@ -4,7 +4,9 @@ File evaluation answers "may this file hold a row for which the predicate is TRU
 SQL's three-valued logic over *sets* of possible truth values: each leaf yields the subset of
 {TRUE, FALSE, NULL} that rows of the file could produce, and AND/OR/NOT combine the sets. A
 leaf that cannot be bounded (no statistics, an :class:`Opaque` expression, an uncoercible
-literal) yields all three, so negation never turns "unknown" into "cannot match".
+literal) yields all three, so negation never turns "unknown" into "cannot match". The same
+sets answer the dual question, "is the predicate TRUE on every row of this file?", where they
+hold TRUE alone (:func:`file_must_match`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import orjson
 from deltatx.kernel.actions import FileStatistics
 from deltatx.kernel.column_mapping import PHYSICAL_NAME_KEY
 from deltatx.kernel.expressions import (
-    TRUE,
     And,
     Arithmetic,
     Column,
@@ -34,10 +35,7 @@ from deltatx.kernel.expressions import (
     Not,
     Opaque,
     Or,
-    and_,
     columns_of,
-    has_opaque,
-    or_,
 )
 from deltatx.kernel.row_evaluation import row_truth
 from deltatx.kernel.schema import StructField, StructType
@@ -69,74 +67,7 @@ _FLIPPED = {
     ComparisonOp.GE: ComparisonOp.LE,
     ComparisonOp.NULL_SAFE_EQ: ComparisonOp.NULL_SAFE_EQ,
 }
-_NEGATED = {
-    ComparisonOp.EQ: ComparisonOp.NE,
-    ComparisonOp.NE: ComparisonOp.EQ,
-    ComparisonOp.LT: ComparisonOp.GE,
-    ComparisonOp.LE: ComparisonOp.GT,
-    ComparisonOp.GT: ComparisonOp.LE,
-    ComparisonOp.GE: ComparisonOp.LT,
-}
 _TYPE_CHANGES = "delta.typeChanges"
-
-
-# --------------------------------------------------------------------------- structure helpers
-
-
-def split_conjuncts(expr: Expression) -> list[Expression]:
-    """The top-level conjuncts of ``expr`` (nested ANDs flattened; ``TRUE`` gives none)."""
-    if isinstance(expr, And):
-        out: list[Expression] = []
-        for child in expr.children:
-            out.extend(split_conjuncts(child))
-        return out
-    return [] if expr == TRUE else [expr]
-
-
-def negate_atom(expr: Expression) -> Expression:
-    """The negation of a leaf, using the complementary operator where SQL allows it."""
-    match expr:
-        case Comparison() if expr.op in _NEGATED:
-            return Comparison(_NEGATED[expr.op], expr.left, expr.right)
-        case IsNull():
-            return IsNotNull(expr.child)
-        case IsNotNull():
-            return IsNull(expr.child)
-        case Literal() if isinstance(expr.value, bool):
-            return Literal(not expr.value)
-        case Literal() if expr.value is None:
-            return expr
-        case Not():
-            return expr.child
-        case _:
-            return Not(expr)
-
-
-def partition_predicate(predicate: Expression, partition_columns: Iterable[str]) -> Expression:
-    """The weakest predicate on partition columns only that every match of ``predicate`` meets.
-
-    Negations are pushed to the leaves first (De Morgan holds in three-valued logic); then every
-    leaf that touches a data column or is opaque becomes ``TRUE``. AND and OR are monotone, so
-    the result is TRUE wherever the original is.
-    """
-    parts = {c.lower() for c in partition_columns}
-    return _widen(predicate, parts, negate=False)
-
-
-def _widen(expr: Expression, parts: set[str], *, negate: bool) -> Expression:
-    match expr:
-        case And():
-            kids = [_widen(c, parts, negate=negate) for c in expr.children]
-            return or_(*kids) if negate else and_(*kids)
-        case Or():
-            kids = [_widen(c, parts, negate=negate) for c in expr.children]
-            return and_(*kids) if negate else or_(*kids)
-        case Not():
-            return _widen(expr.child, parts, negate=not negate)
-        case _:
-            if has_opaque(expr) or not columns_of(expr) <= parts:
-                return TRUE
-            return negate_atom(expr) if negate else expr
 
 
 # --------------------------------------------------------------------------- file evaluation

@@ -20,8 +20,6 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import (
     file_may_match,
     file_must_match,
-    partition_predicate,
-    split_conjuncts,
 )
 from deltatx.kernel.expressions import (
     FALSE,
@@ -299,19 +297,6 @@ def test_short_circuit_agrees_with_the_full_mask(
         assert _may_be_true(pred, view) == bool(_mask(pred, view) & _T)
 
 
-@settings(max_examples=examples(500), deadline=None)
-@given(scenario())
-def test_partition_predicate_is_weaker(
-    case: tuple[StructType, list[dict[str, Any]], Expression],
-) -> None:
-    """Widening data parts to TRUE never loses a row that satisfies the predicate."""
-    schema, rows, pred = case
-    widened = partition_predicate(pred, ["p"])
-    for r in rows:
-        if evaluate_on_row(pred, r, schema=schema) is True:
-            assert evaluate_on_row(widened, r, schema=schema) is True
-
-
 @settings(max_examples=300, deadline=None)
 @given(scenario())
 def test_files_without_stats_may_match_unless_partition_rules_out(
@@ -534,29 +519,6 @@ def test_evaluate_on_row_three_valued() -> None:
 
 
 # --------------------------------------------------------------------------- structure
-
-
-def test_split_conjuncts() -> None:
-    a, b, c = cmp("=", "value", 1), cmp("=", "value", 2), cmp("=", "value", 3)
-    assert split_conjuncts(And((a, And((b, c))))) == [a, b, c]
-    assert split_conjuncts(Or((a, b))) == [Or((a, b))]
-    assert split_conjuncts(TRUE) == []
-
-
-def test_partition_predicate() -> None:
-    d = cmp("=", "date", "2024-01-01")
-    v = cmp(">", "value", 1)
-    parts = ["DATE"]
-    assert partition_predicate(And((d, v)), parts) == d
-    assert partition_predicate(Or((d, v)), parts) == TRUE
-    assert partition_predicate(v, parts) == TRUE
-    assert partition_predicate(Not(And((d, v))), parts) == TRUE
-    assert partition_predicate(Not(Or((d, v))), parts) == cmp("!=", "date", "2024-01-01")
-    assert partition_predicate(Not(IsNull(Column("date"))), parts) == IsNotNull(Column("date"))
-    assert partition_predicate(And((d, Opaque("f(date)"))), parts) == d
-    shifted = Arithmetic(ArithmeticOp.ADD, Column("date"), Literal(1))
-    later = Comparison(ComparisonOp.GT, shifted, Literal("2024-01-02"))
-    assert partition_predicate(And((d, later)), parts) == d
 
 
 def test_bounds_of_a_widened_column_are_not_trusted() -> None:

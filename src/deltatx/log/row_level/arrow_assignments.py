@@ -75,9 +75,7 @@ class _Integers:
 
     def column(self, rows: int) -> pa.Array:
         """The values as an array of ``rows`` values."""
-        if isinstance(self.values, pa.Scalar):
-            return pa.repeat(self.values, rows)
-        return self.values
+        return _broadcast(self.values, rows)
 
 
 def assigned_column(
@@ -99,10 +97,7 @@ def assigned_column(
         if name in _SIMPLE:
             return _simple(value, rows, schema, name)
         if name == "double":
-            doubles = _doubles(value, rows, schema)
-            if isinstance(doubles, pa.Scalar):
-                return pa.repeat(doubles, rows.num_rows)
-            return doubles
+            return _broadcast(_doubles(value, rows, schema), rows.num_rows)
     except _NotExact:
         return None
     return _copied(value, rows, schema, target)
@@ -233,6 +228,11 @@ def _is_double(value: Expression, schema: StructType) -> bool:
         case Arithmetic(left=left, right=right):
             return _is_double(left, schema) or _is_double(right, schema)
     return False
+
+
+def _broadcast(values: pa.Array | pa.Scalar, rows: int) -> pa.Array:
+    """A literal's one scalar repeated for every row; an array as it is."""
+    return pa.repeat(values, rows) if isinstance(values, pa.Scalar) else values
 
 
 def _whole(column: pa.ChunkedArray) -> pa.Array:

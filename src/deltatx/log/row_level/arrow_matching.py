@@ -193,12 +193,10 @@ def _rows_if_all_match(
     f: AddFile, predicate: Expression, schema: StructType, partition_columns: Sequence[str]
 ) -> int | None:
     """How many rows ``f`` stores when the predicate is TRUE on all of them, else None."""
-    stored = num_records(f.stats)
-    if stored is None or not file_must_match(
-        predicate, f, schema=schema, partition_columns=partition_columns
-    ):
+    # The proof parses the statistics; the row count is read again only for a proven file.
+    if not file_must_match(predicate, f, schema=schema, partition_columns=partition_columns):
         return None
-    return stored
+    return num_records(f.stats)
 
 
 class _RowBudget:
