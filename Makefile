@@ -79,6 +79,8 @@ stress: $(STAMP) $(PEER_DEPS)
 	DELTATX_STRESS_FULL=1 DELTATX_PEER_APPEND_SECONDS=$${DELTATX_PEER_APPEND_SECONDS:-60} \
 		$(BIN)/pytest tests/stress tests/peer/test_blind_appends.py tests/spark/test_s3_conflict_table.py \
 		tests/spark/test_driver_update.py tests/spark/test_row_level_concurrency.py \
+		tests/spark/test_optimize_vs_dml.py tests/spark/test_merge_driver.py tests/spark/test_dml.py \
+		tests/spark/test_driver_match.py \
 		tests/unit/kernel/test_conflicts_batched.py \
 		tests/unit/kernel/test_evaluation.py tests/unit/kernel/test_file_predicate.py \
 		-q -s -p no:cacheprovider

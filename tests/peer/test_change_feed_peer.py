@@ -48,6 +48,7 @@ def _theirs(delta_spark: DeltaSpark, path: str) -> list[tuple[Any, ...]]:
     return _feed(rows)
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("dv", MODES)
 def test_deltatx_reads_the_feed_delta_spark_writes(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, dv: str
@@ -71,6 +72,7 @@ def test_deltatx_reads_the_feed_delta_spark_writes(
     assert _ours(spark, path) == theirs
 
 
+@pytest.mark.sample(every=2, offset=1)
 @pytest.mark.parametrize("dv", MODES)
 def test_delta_spark_reads_the_feed_deltatx_writes(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, dv: str

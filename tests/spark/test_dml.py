@@ -59,6 +59,7 @@ PARTITIONING = [pytest.param(True, id="partitioned"), pytest.param(False, id="un
 DV = [pytest.param(True, id="dv"), pytest.param(False, id="copy-on-write")]
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("partitioned", PARTITIONING)
 @pytest.mark.parametrize(
     "condition",
@@ -99,6 +100,7 @@ def test_delete_of_whole_partition_rewrites_nothing(spark: SparkSession, table_d
     assert {f.path for f in dt.snapshot().add_files()} < files_before
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("partitioned", PARTITIONING)
 @pytest.mark.parametrize(
     ("condition", "assignments"),

@@ -113,6 +113,7 @@ def table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Delt
     return DeltaTable.for_path(spark, path)
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("condition", _conditions())
 def test_driver_finds_the_rows_spark_finds(
     spark: SparkSession, table: DeltaTable, condition: str

@@ -165,6 +165,7 @@ def merge_counts(m: MergeMetrics) -> tuple[int, ...]:
     )
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("dv", [True, False], ids=["dv", "copy-on-write"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_driver_merge_matches_the_spark_path(

@@ -108,6 +108,7 @@ def assert_no_duplicates(dt: DeltaTable) -> None:
 IDS = [0, 1, 6, 13, 42, 77, 99]
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("kind", KINDS)

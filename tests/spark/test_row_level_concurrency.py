@@ -95,6 +95,7 @@ def race(dt: DeltaTable, a_op: Op, b_op: Op) -> int:
 KINDS = ["delete", "update", "merge"]
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("a_kind", KINDS)
 @pytest.mark.parametrize("b_kind", KINDS)
@@ -124,6 +125,7 @@ def test_dml_vs_dml_on_different_rows_does_not_conflict(
     assert len(dt.snapshot().add_files()) >= 1
 
 
+@pytest.mark.sample(every=2, offset=1)
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("a_kind", KINDS)
 @pytest.mark.parametrize("b_kind", KINDS)

@@ -26,7 +26,7 @@ from .servers import WriterServers
 from .workload import PARTITIONS, expected_rows, load_attempts, run_writer
 
 SECONDS = float(
-    os.environ.get("DELTATX_STRESS_SECONDS", "90" if os.environ.get("DELTATX_STRESS_FULL") else "8")
+    os.environ.get("DELTATX_STRESS_SECONDS", "90" if os.environ.get("DELTATX_STRESS_FULL") else "5")
 )
 PROCESSES = 4 if os.environ.get("DELTATX_STRESS_FULL") else 2
 

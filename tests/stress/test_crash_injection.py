@@ -15,7 +15,7 @@ moment after it starts, and one runs to the end. After every round, with no writ
   files of the latest snapshot.
 
 The totals are printed at the end (``pytest -s``). ``DELTATX_STRESS_FULL=1`` runs hundreds of
-crashes; the default run injects twenty, two at each fault point.
+crashes; the default run injects ten, one at each fault point.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def create_table(table: str, configuration: dict[str, str]) -> None:
 
 HERE = Path(__file__).parent
 FULL = bool(os.environ.get("DELTATX_STRESS_FULL"))
-TARGET_CRASHES = int(os.environ.get("DELTATX_STRESS_CRASHES", "320" if FULL else "20"))
+TARGET_CRASHES = int(os.environ.get("DELTATX_STRESS_CRASHES", "320" if FULL else "10"))
 COMMITS_PER_WRITER = 6
 FAULT_POINTS = (
     "commit.before_write",

@@ -9,7 +9,7 @@ replays the acknowledged ones in commit order, each applied to the rows of the v
 duplicated. Also: every statement either committed or raised a documented conflict, the
 versions after set-up are exactly the acknowledged transactions, each once.
 
-Bounded: ~12 s by default (part of ``make test``), 60 s under ``DELTATX_STRESS_FULL=1``.
+Bounded: ~8 s by default (part of ``make test``), 60 s under ``DELTATX_STRESS_FULL=1``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from deltatx.reexecution import Backoff
 from .history import DOCUMENTED, Attempt, replay
 
 FULL = bool(os.environ.get("DELTATX_STRESS_FULL"))
-SECONDS = float(os.environ.get("DELTATX_REEXECUTION_SECONDS", "60" if FULL else "12"))
+SECONDS = float(os.environ.get("DELTATX_REEXECUTION_SECONDS", "60" if FULL else "8"))
 WRITERS = 4
 KEYS = 8
 RETRIES = 5

@@ -39,7 +39,7 @@ WRITERS = 3
 PROCESSES = WRITERS if FULL else 1
 SECONDS = float(
     os.environ.get(
-        "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "5"
+        "DELTATX_STRESS_SECONDS", "120" if os.environ.get("DELTATX_STRESS_FULL") else "3"
     )
 )
 
