@@ -97,10 +97,16 @@ def column_plan(schema: StructType, name: str) -> _ColumnPlan:
     f = schema.get(name)
     names = [name.lower()]
     if f is not None:
-        physical = f.metadata.get(PHYSICAL_NAME_KEY)
-        if isinstance(physical, str):
-            names.insert(0, physical.lower())
+        key = stats_key(f)
+        if key != f.name:
+            names.insert(0, key.lower())
     return f, kind_of_type(f.type) if f is not None else None, names
+
+
+def stats_key(f: StructField) -> str:
+    """The key a data column's statistics are written under: its physical name, else its name."""
+    physical = f.metadata.get(PHYSICAL_NAME_KEY)
+    return physical if isinstance(physical, str) else f.name
 
 
 def partition_range(raw: str | None, f: StructField | None, kind: Kind | None) -> _Range | None:

@@ -11,8 +11,10 @@ plans, the case-insensitive key lookups, the partition values already read.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
+
+import msgspec
 
 from deltatx.kernel.actions import FileStatistics
 from deltatx.kernel.evaluation import (
@@ -26,6 +28,7 @@ from deltatx.kernel.evaluation import (
     parse_stats,
     parse_stats_objects,
     partition_range,
+    stats_key,
     stats_range,
 )
 from deltatx.kernel.schema import StructField, StructType
@@ -45,6 +48,7 @@ class ColumnReader:
         "_parts",
         "_plans",
         "_schema",
+        "_typed",
     )
 
     def __init__(self, schema: StructType, partition_columns: Sequence[str]) -> None:
@@ -58,6 +62,19 @@ class ColumnReader:
             tuple[StructField | None, Kind | None, _Lookup, dict[str | None, _Entry] | None],
         ] = {}
         self._lowered_parts = frozenset(c.lower() for c in partition_columns)
+        self._typed: dict[str, _TypedStats | None] = {}
+
+    def typed(self, f: StructField) -> _TypedStats | None:
+        """The typed reader of a data column's statistics; None where only JSON objects do."""
+        try:
+            return self._typed[f.name]
+        except KeyError:
+            key = stats_key(f)
+            # Exact decimals need the standard parser; a non-ASCII key may change length when
+            # lower-cased, which the check for other spellings of it cannot allow for.
+            typed = None if self._exact or not key.isascii() else _typed_stats(key)
+            self._typed[f.name] = typed
+            return typed
 
     def spec(
         self, name: str
@@ -242,6 +259,16 @@ class FileColumns:
         # Bounds already of the column's final type are taken as they are; anything else
         # (floats read exactly, dates, timestamps, widened types) goes through the rule.
         fast = _FAST_TYPES.get(kind) if _TYPE_CHANGES not in f.metadata else None
+        if fast is not None and self._stats is None:
+            # Statistics not parsed yet: this column's entries alone, typed, when every file
+            # allows it (otherwise each file is parsed once, as an object, below).
+            typed = self._owner.typed(f)
+            read = None if typed is None else typed.read(self.files, fast)
+            if read is not None:
+                if self._nums is None:
+                    # The row counts came with it: a file that may match is not parsed for one.
+                    self._nums = [n if type(n) is int else None for n in read[3]]
+                return Bounds(read[0], read[1], [False] * self.n, partial(_typed_valued, *read[2:]))
         all_stats = self.stats()
         cached = find.layouts.get
         lo: list[Any] = []
@@ -332,3 +359,85 @@ class _Lookup:
 
 
 _MAX_LAYOUTS = 256
+
+
+def _typed_valued(nulls: list[Any], nums: list[Any]) -> list[bool]:
+    return [
+        may_hold_value(n, r if type(r) is int else None) for n, r in zip(nulls, nums, strict=True)
+    ]
+
+
+@lru_cache(maxsize=256)
+def _typed_stats(key: str) -> _TypedStats:
+    # Building the record types costs more than checking a small commit: once per key.
+    return _TypedStats(key)
+
+
+class _TypedStats:
+    """One data column's entries in statistics JSON, decoded into a typed record per file.
+
+    Parsing a whole statistics object builds a dictionary per part and a value per column;
+    a conflict check asks about one or two columns of each file a winner added. So a column's
+    bounds are decoded alone (``msgspec`` skips every other key), and a file is read this way
+    where that gives exactly what the object rule (``_Lookup``, ``stats_range``) gives, that
+    is when every file of the batch has:
+
+    - statistics without an escape, so that each key is spelled as it is written;
+    - the column's key in no other spelling (the rule matches keys in any case, the last of
+      equal ones winning);
+    - both bounds, already of the column's final type.
+
+    A batch with any other file (no statistics, unreadable, NaN tokens, a missing bound,
+    another type) is read by the rule, each file's statistics parsed once, as before.
+    """
+
+    __slots__ = ("_decode", "_key", "_lowered")
+
+    def __init__(self, key: str) -> None:
+        values = msgspec.defstruct("ColumnStats", [("value", Any, None)], rename={"value": key})
+        record = msgspec.defstruct(
+            "FileStats",
+            [
+                ("num_records", Any, None),
+                ("lo", values | None, None),
+                ("hi", values | None, None),
+                ("nulls", values | None, None),
+            ],
+            rename={
+                "num_records": "numRecords",
+                "lo": "minValues",
+                "hi": "maxValues",
+                "nulls": "nullCount",
+            },
+        )
+        self._decode: Callable[[str], Any] = msgspec.json.Decoder(record).decode
+        self._key = f'"{key}"'
+        self._lowered = self._key.lower()
+
+    def read(
+        self, files: Sequence[FileStatistics], fast: type
+    ) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
+        """Lower and upper bounds, null counts and row counts; None if a file needs the rule."""
+        decode, key, lowered = self._decode, self._key, self._lowered
+        lo: list[Any] = []
+        hi: list[Any] = []
+        nulls: list[Any] = []
+        nums: list[Any] = []
+        for file in files:
+            text = file.stats
+            if not text or "\\" in text or text.count(key) != text.lower().count(lowered):
+                return None
+            try:
+                record = decode(text)
+            except msgspec.DecodeError:
+                return None
+            low, high, counts = record.lo, record.hi, record.nulls
+            a = None if low is None else low.value
+            b = None if high is None else high.value
+            if type(a) is not fast or type(b) is not fast:
+                return None
+            lo.append(a)
+            hi.append(b)
+            nulls.append(None if counts is None else counts.value)
+            nums.append(record.num_records)
+        return lo, hi, nulls, nums

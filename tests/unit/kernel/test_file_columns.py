@@ -6,12 +6,16 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from deltatx.kernel import evaluation, file_columns
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.evaluation import _FileView
 from deltatx.kernel.file_columns import ColumnReader
 from deltatx.kernel.schema import PrimitiveType, StructField, StructType
+
+from ..examples import examples
 
 SCHEMA = StructType(
     (
@@ -56,8 +60,16 @@ FILES = [
 
 @pytest.mark.parametrize("name", ["p", "id", "s", "d", "ID", "missing"])
 def test_columns_agree_with_the_file_view(name: str) -> None:
-    bounds = ColumnReader(SCHEMA, ["p"]).read(FILES).column(name)
-    for i, f in enumerate(FILES):
+    _assert_agrees_with_the_file_view(FILES, name)
+
+
+def _assert_agrees_with_the_file_view(files: list[AddFile], name: str) -> None:
+    batch = ColumnReader(SCHEMA, ["p"]).read(files)
+    bounds = batch.column(name)
+    for i, f in enumerate(files):
+        parsed = evaluation.parse_stats(f.stats, exact=False) if f.stats else None
+        rows = evaluation.num_records_of(parsed) if isinstance(parsed, dict) else None
+        assert batch.num_records(i) == rows
         rng = _FileView(f, SCHEMA, ["p"]).column(name)
         if rng is None or rng.kind is None:
             assert (bounds.lo[i], bounds.hi[i], bounds.valued[i]) == (None, None, True)
@@ -117,3 +129,117 @@ def test_statistics_parsed_together_agree_with_one_by_one(exact: bool) -> None:
         expected.append(parsed if isinstance(parsed, dict) else None)
     got = evaluation.parse_stats_objects(texts, exact=exact)
     assert repr(got) == repr(expected)
+
+
+# Statistics as writers and odd logs spell them: keys in other cases, bounds of other types,
+# missing parts, escaped keys, repeated keys, unreadable text.
+_KEYS = st.sampled_from(["id", "ID", "Id", "s", "S"])
+_VALUES = st.one_of(
+    st.integers(-3, 3),
+    st.floats(-3, 3),
+    st.sampled_from(["a", "b", "id"]),
+    st.none(),
+    st.booleans(),
+)
+_BOUNDS = st.one_of(st.dictionaries(_KEYS, _VALUES, max_size=3), st.none(), st.integers(0, 2))
+_ODD_STATS = st.fixed_dictionaries(
+    {},
+    optional={
+        "numRecords": st.one_of(st.integers(0, 4), st.booleans(), st.none()),
+        "minValues": _BOUNDS,
+        "maxValues": _BOUNDS,
+        "nullCount": st.one_of(
+            st.dictionaries(_KEYS, st.one_of(st.integers(0, 4), st.none(), st.booleans())),
+            st.integers(0, 2),
+        ),
+    },
+)
+
+
+@st.composite
+def _plain_stats(draw: st.DrawFn) -> dict[str, Any]:
+    """What writers write: every bound of its column's type, keys as the schema spells them."""
+    ids = sorted(draw(st.lists(st.integers(-3, 3), min_size=2, max_size=2)))
+    texts = sorted(draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=2, max_size=2)))
+    # A row count as odd logs write it now and then: a boolean, a null.
+    rows = draw(st.one_of(st.integers(0, 4), st.integers(0, 4), st.just(True), st.none()))
+    return {
+        "numRecords": rows,
+        "minValues": {"id": ids[0], "s": texts[0], "v": 0.5},
+        "maxValues": {"id": ids[1], "s": texts[1], "v": 1.5},
+        "nullCount": {"id": draw(st.integers(0, 4)), "s": draw(st.integers(0, 4))},
+    }
+
+
+@st.composite
+def _stats_text(draw: st.DrawFn) -> str | None:
+    obj = draw(st.one_of(_plain_stats(), _plain_stats(), _ODD_STATS))
+    text = json.dumps(obj, separators=(",", ":"))
+    change = draw(
+        st.sampled_from(
+            ["none", "none", "escape", "other case", "escaped case", "repeat", "unreadable"]
+        )
+    )
+    if change == "escape":
+        text = text.replace('"id"', '"\\u0069d"', 1)
+    elif change == "other case":  # the last of the keys equal but for case wins
+        text = text.replace(',"v":0.5}', ',"v":0.5,"ID":7}', 1)
+    elif change == "escaped case":
+        text = text.replace(',"v":0.5}', ',"v":0.5,"\\u0049D":7}', 1)
+    elif change == "repeat":  # a key written twice: the last one wins
+        text = text.replace('"id":', f'"id":{draw(st.integers(-3, 3))},"id":', 1)
+    elif change == "unreadable":
+        text = draw(st.sampled_from(["", "{not json", "[1]", '{"numRecords":NaN}']))
+    return text
+
+
+@settings(max_examples=examples(600))
+@given(
+    texts=st.lists(_stats_text(), min_size=1, max_size=5), name=st.sampled_from(["id", "ID", "s"])
+)
+def test_statistics_read_typed_agree_with_the_file_view(texts: list[str], name: str) -> None:
+    files = [_file(str(i), text) for i, text in enumerate(texts)]
+    _assert_agrees_with_the_file_view(files, name)
+
+
+def test_plain_statistics_are_read_without_parsing_whole_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str | None] = []
+    real = file_columns.parse_stats_objects
+
+    def counting(texts: list[str | None], *, exact: bool) -> Any:
+        parsed.extend(texts)
+        return real(texts, exact=exact)
+
+    monkeypatch.setattr(file_columns, "parse_stats_objects", counting)
+    files = [
+        _file(
+            "1",
+            {
+                "numRecords": 4,
+                "minValues": {"id": 1, "s": "a"},
+                "maxValues": {"id": 9, "s": "c"},
+                "nullCount": {"id": 0, "s": 4},
+            },
+        ),
+        _file(
+            "2",
+            {"numRecords": 2, "minValues": {"id": -5, "s": "b"}, "maxValues": {"id": 0, "s": "b"}},
+        ),
+    ]
+    batch = ColumnReader(SCHEMA, ["p"]).read(files)
+    ids, texts = batch.column("id"), batch.column("s")
+    assert (ids.lo, ids.hi, ids.unknown, ids.valued) == (
+        [1, -5],
+        [9, 0],
+        [False, False],
+        [True, True],
+    )
+    assert (texts.lo, texts.hi, texts.valued) == (["a", "b"], ["c", "b"], [False, True])
+    assert [batch.num_records(i) for i in range(2)] == [4, 2]
+    assert parsed == []
+    # A file that needs the rule sends its whole batch there, each file parsed once.
+    files.append(_file("3", {"numRecords": 1, "minValues": {"ID": 3}, "maxValues": {"ID": 3}}))
+    assert ColumnReader(SCHEMA, ["p"]).read(files).column("id").lo == [1, -5, 3]
+    assert parsed == [f.stats for f in files]
