@@ -72,6 +72,7 @@ def test_deltatx_reads_every_version_delta_rs_wrote(
         assert deltatx_rows(spark, path, version) == delta_rs_rows(path, version), version
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("name", NAMES)
 def test_delta_rs_reads_every_version_deltatx_wrote(
     spark: SparkSession, ours: dict[str, str], name: str

@@ -1,7 +1,7 @@
 """Blind appends from delta-spark and deltatx on one table at the same time, for a while.
 
 Each engine appends small batches in its own process until the time is up
-(``DELTATX_PEER_APPEND_SECONDS``: 60 under ``make stress``, 8 by default). Then: no
+(``DELTATX_PEER_APPEND_SECONDS``: 60 under ``make stress``, 4 by default). Then: no
 acknowledged batch is lost or doubled; both engines read the same final table; each engine
 parses every commit file (the other's included) and reads a version the other wrote.
 """
@@ -21,7 +21,7 @@ from deltatx import DeltaTable
 from .engine import DeltaSpark
 from .tables import canonical, latest_version, log_actions, ours
 
-SECONDS = float(os.environ.get("DELTATX_PEER_APPEND_SECONDS", "8"))
+SECONDS = float(os.environ.get("DELTATX_PEER_APPEND_SECONDS", "4"))
 ROWS = 3
 
 SPARK_LOOP = """

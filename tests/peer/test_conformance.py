@@ -31,7 +31,7 @@ def _assert_uses_feature(feature: Feature, path: str) -> None:
         assert feature.property_key in snapshot.metadata.configuration
 
 
-@pytest.mark.sample(every=2)
+@pytest.mark.sample(every=4)
 @pytest.mark.parametrize("name", NAMES)
 def test_deltatx_reads_every_version_delta_spark_wrote(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str
@@ -47,7 +47,7 @@ def test_deltatx_reads_every_version_delta_spark_wrote(
         )
 
 
-@pytest.mark.sample(every=2, offset=1)
+@pytest.mark.sample(every=4, offset=2)
 @pytest.mark.parametrize("name", NAMES)
 def test_delta_spark_reads_every_version_deltatx_wrote(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str

@@ -257,7 +257,7 @@ def test_deltatx_reads_every_version(
     _assert_same_rows(spark, delta_spark, path)
 
 
-@pytest.mark.sample(every=3)
+@pytest.mark.sample(every=6)
 @pytest.mark.parametrize("name", list(READ_FEATURES))
 def test_deltatx_reads_feature_tables(
     spark: SparkSession, delta_spark: DeltaSpark, tmp_path: Path, name: str

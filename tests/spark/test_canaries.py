@@ -143,6 +143,7 @@ def _tree(path: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 def test_destructive_operations_leave_the_canary_alone(

@@ -122,6 +122,7 @@ def _files(root: Path) -> set[str]:
     return out
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize(("setup", "command"), CASES)
 def test_every_command_obeys_the_commit_rules(
     spark: SparkSession, tmp_path: Path, setup: str, command: str

@@ -39,6 +39,7 @@ def templates(
     return out
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("level", LEVELS, ids=[lvl.value for lvl in LEVELS])
 @pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a.value}-{b.value}" for a, b in PAIRS])
 def test_cell(

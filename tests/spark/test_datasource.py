@@ -218,6 +218,7 @@ def test_to_df_drops_deleted_rows_by_the_other_filters(
     assert _rows(frame) == [(i,) for i in range(1000) if i % 3]
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("words", ["reader-extension", "literal", "dense", "sparse"])
 def test_words_drop_deleted_rows_of_files_of_any_size(
     spark: SparkSession,

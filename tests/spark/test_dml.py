@@ -174,6 +174,7 @@ def _merge_oracle(target: DataFrame, source: DataFrame) -> list[tuple[object, ..
     return rows(matched.unionByName(untouched).unionByName(inserted))
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("partitioned", PARTITIONING)
 @pytest.mark.parametrize("dv", DV)
 def test_merge_matches_oracle(

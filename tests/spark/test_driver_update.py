@@ -174,6 +174,7 @@ def test_simple_updates_run_no_spark_job(
     assert sc.statusTracker().getJobIdsForGroup(group) == []
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize(
     "sets",
     [

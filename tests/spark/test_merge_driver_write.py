@@ -240,6 +240,7 @@ def test_copy_on_write_merge_past_the_caps_keeps_the_spark_write(
     assert written == []
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("case", sorted(IN_SPARK))
 def test_merges_the_driver_cannot_write_exactly_keep_the_spark_write(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str

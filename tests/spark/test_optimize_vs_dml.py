@@ -160,6 +160,7 @@ def test_optimize_vs_optimize_does_not_conflict(spark: SparkSession, table_dir: 
     assert_no_duplicates(dt)
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("order", ["dml-first", "zorder-first"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_zorder_may_conflict_but_loses_nothing(

@@ -469,6 +469,7 @@ _WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 _EVERY_TYPE_DELETE = "id % 7 = 3 OR id BETWEEN 1000 AND 1200 OR id % 4096 IN (0, 4095)"
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize(
     "settings_",
     [

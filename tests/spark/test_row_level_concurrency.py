@@ -228,6 +228,7 @@ def row_templates(
     return out
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize(
     ("level", "a", "b"),
     ROW_CELLS,

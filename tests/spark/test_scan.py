@@ -251,6 +251,7 @@ def test_addressed_reads_agree_across_lookups(
     assert got == sorted((i, k, by_value[k], 0) for i, k in rows)
 
 
+@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("search", ["inlined", "array"])
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 8, 9, 33])
 def test_each_row_finds_its_file_by_size(

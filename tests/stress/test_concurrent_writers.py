@@ -1,6 +1,6 @@
 """Many writers on one table: 8 threads sharing a session and processes with their own.
 
-Two processes under ``make test``, four under ``DELTATX_STRESS_FULL=1`` (``make stress``): on
+One process under ``make test``, four under ``DELTATX_STRESS_FULL=1`` (``make stress``): on
 two cores each extra JVM mostly adds start-up time, not concurrency. The processes are the
 session's shared writer processes (conftest.py): they have their sessions before the threads
 start, so threads and processes always write at the same time.
@@ -28,7 +28,7 @@ from .workload import PARTITIONS, expected_rows, load_attempts, run_writer
 SECONDS = float(
     os.environ.get("DELTATX_STRESS_SECONDS", "90" if os.environ.get("DELTATX_STRESS_FULL") else "5")
 )
-PROCESSES = 4 if os.environ.get("DELTATX_STRESS_FULL") else 2
+PROCESSES = 4 if os.environ.get("DELTATX_STRESS_FULL") else 1
 
 
 def test_threads_and_processes_append_and_overwrite(
