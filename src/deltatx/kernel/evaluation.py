@@ -294,8 +294,12 @@ def parse_stats_objects(texts: Iterable[str | None], *, exact: bool) -> list[dic
 
 def num_records_of(stats: dict[str, Any]) -> int | None:
     """A parsed statistics object's ``numRecords``, when it is an integer."""
-    n = stats.get("numRecords")
-    return n if isinstance(n, int) and not isinstance(n, bool) else None
+    return row_count(stats.get("numRecords"))
+
+
+def row_count(value: Any) -> int | None:
+    """A ``numRecords`` value as JSON decoded it, when it is an integer (else unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _lower_keys(obj: Any) -> dict[str, Any]:

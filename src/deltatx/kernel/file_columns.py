@@ -28,6 +28,7 @@ from deltatx.kernel.evaluation import (
     parse_stats,
     parse_stats_objects,
     partition_range,
+    row_count,
     stats_key,
     stats_range,
 )
@@ -267,7 +268,7 @@ class FileColumns:
             if read is not None:
                 if self._nums is None:
                     # The row counts came with it: a file that may match is not parsed for one.
-                    self._nums = [n if type(n) is int else None for n in read[3]]
+                    self._nums = [row_count(n) for n in read[3]]
                 return Bounds(read[0], read[1], [False] * self.n, partial(_typed_valued, *read[2:]))
         all_stats = self.stats()
         cached = find.layouts.get
@@ -362,9 +363,7 @@ _MAX_LAYOUTS = 256
 
 
 def _typed_valued(nulls: list[Any], nums: list[Any]) -> list[bool]:
-    return [
-        may_hold_value(n, r if type(r) is int else None) for n, r in zip(nulls, nums, strict=True)
-    ]
+    return [may_hold_value(n, row_count(r)) for n, r in zip(nulls, nums, strict=True)]
 
 
 @lru_cache(maxsize=256)
