@@ -75,14 +75,16 @@ chromium:
 peer: $(STAMP) $(PEER_DEPS)
 	DELTATX_PEER_FULL=1 $(BIN)/pytest tests/peer -q -p no:cacheprovider
 
+# The stress suites at full size, then every case of the tables `make test` samples
+# (pytest -m sample; the peer suite's are `make peer`'s).
 stress: $(STAMP) $(PEER_DEPS)
 	DELTATX_STRESS_FULL=1 DELTATX_PEER_APPEND_SECONDS=$${DELTATX_PEER_APPEND_SECONDS:-60} \
 		$(BIN)/pytest tests/stress tests/peer/test_blind_appends.py tests/spark/test_s3_conflict_table.py \
 		tests/spark/test_driver_update.py tests/spark/test_row_level_concurrency.py \
 		tests/unit/kernel/test_conflicts_batched.py \
 		tests/unit/kernel/test_evaluation.py tests/unit/kernel/test_file_predicate.py \
+		tests/unit/kernel/test_file_columns.py \
 		-q -s -p no:cacheprovider
-	# Every case of the tables `make test` samples (the peer suite's are `make peer`'s).
 	DELTATX_STRESS_FULL=1 $(BIN)/pytest tests/spark tests/interop -m sample -q -p no:cacheprovider
 
 # Benchmarks (issue 7): deltatx next to delta-rs, plain Spark and the disk, measured in one
