@@ -68,7 +68,6 @@ def templates(spark: SparkSession, s3_server: str) -> dict[IsolationLevel, str]:
     return out
 
 
-@pytest.mark.sample(every=2)
 @pytest.mark.parametrize("level", RUN_LEVELS, ids=[lvl.value for lvl in RUN_LEVELS])
 @pytest.mark.parametrize(("a", "b"), PAIRS, ids=[f"{a.value}-{b.value}" for a, b in PAIRS])
 def test_cell_on_s3(

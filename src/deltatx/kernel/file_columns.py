@@ -49,7 +49,6 @@ class ColumnReader:
         "_parts",
         "_plans",
         "_schema",
-        "_typed",
     )
 
     def __init__(self, schema: StructType, partition_columns: Sequence[str]) -> None:
@@ -63,19 +62,13 @@ class ColumnReader:
             tuple[StructField | None, Kind | None, _Lookup, dict[str | None, _Entry] | None],
         ] = {}
         self._lowered_parts = frozenset(c.lower() for c in partition_columns)
-        self._typed: dict[str, _TypedStats | None] = {}
 
     def typed(self, f: StructField) -> _TypedStats | None:
         """The typed reader of a data column's statistics; None where only JSON objects do."""
-        try:
-            return self._typed[f.name]
-        except KeyError:
-            key = stats_key(f)
-            # Exact decimals need the standard parser; a non-ASCII key may change length when
-            # lower-cased, which the check for other spellings of it cannot allow for.
-            typed = None if self._exact or not key.isascii() else _typed_stats(key)
-            self._typed[f.name] = typed
-            return typed
+        key = stats_key(f)
+        # Exact decimals need the standard parser; a non-ASCII key may change length when
+        # lower-cased, which the check for other spellings of it cannot allow for.
+        return None if self._exact or not key.isascii() else _typed_stats(key)
 
     def spec(
         self, name: str
