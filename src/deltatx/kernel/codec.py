@@ -8,7 +8,7 @@ written back after the known ones.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -454,20 +454,32 @@ def serialize_action(action: Action) -> str:
 
 def _line(action: Action) -> bytes:
     """One action as a compact JSON line, newline included, in UTF-8."""
-    # Adds and removes are the bulk of a large commit. Their known fields are strings,
-    # integers and booleans, which orjson writes byte for byte as the standard encoder does,
-    # several times faster (it spells some floats differently, so unknown fields take the
-    # standard path, as does anything it refuses, such as an integer beyond 64 bits).
+    # Adds and removes are the bulk of a large commit, and every commit has a commitInfo.
+    # Their known fields are strings, integers and booleans (a commitInfo's parameters and
+    # metrics when all are text), which orjson writes byte for byte as the standard encoder
+    # does, several times faster. It spells some floats differently, so unknown fields take
+    # the standard path, as does anything it refuses, such as an integer beyond 64 bits.
     if type(action) is AddFile and not action.extra:
         fast = _orjson_line({"add": _add_to(action)})
     elif type(action) is RemoveFile and not action.extra:
         fast = _orjson_line({"remove": _remove_to(action)})
+    elif (
+        type(action) is CommitInfo
+        and not action.extra
+        and _texts_only(action.operation_parameters)
+        and _texts_only(action.operation_metrics)
+    ):
+        fast = _orjson_line({"commitInfo": _commit_info_to(action)})
     else:
         fast = None
     if fast is not None:
         return fast
     text = json.dumps(action_to_json_obj(action), separators=_SEPARATORS, ensure_ascii=False)
     return (text + "\n").encode("utf-8")
+
+
+def _texts_only(values: Mapping[str, Any] | None) -> bool:
+    return values is None or all(type(v) is str for v in values.values())
 
 
 def _orjson_line(obj: JsonDict) -> bytes | None:

@@ -85,32 +85,27 @@ def check_commit(
     """
     configuration.check_writable()
     with_dv: AddFile | None = None
-    # One pass over what may be thousands of actions; paths of the common plain form are
-    # accepted here without a call (see check_data_path). The structure is only suspected
-    # here, cheaply (an add whose partition values differ, fewer distinct keys than adds, any
-    # remove or txn); check_structure finds and names the fault after the rules, as before.
-    plain = _PLAIN_RELATIVE.fullmatch
+    # One pass over what may be thousands of actions, then one regular-expression match for
+    # all their paths (see check_data_paths). The structure is only suspected here, cheaply
+    # (an add whose partition values differ, fewer distinct keys than adds, any remove or
+    # txn); check_structure finds and names the fault after the rules, as before.
     partition_columns = set(configuration.physical_partition_columns)
-    # A file's key is its path, or (path, vector id) when it has a deletion vector: a string
-    # never equals a tuple, and the common key costs no tuple.
-    keys: set[str | tuple[str, str]] = set()
-    add_key = keys.add
-    files = 0
+    # A file's key is its path, or (path, vector id) when it has a deletion vector.
+    plain: list[str] = []
+    plain_key = plain.append
+    with_dvs: list[tuple[str, str]] = []
     suspect = False
     for a in actions:
         if isinstance(a, AddFile):
-            path, dv = a.path, a.deletion_vector
-            if table_root is not None and not plain(path):
-                check_data_path(path, root=table_root)
+            dv = a.deletion_vector
             if dv is None:
-                add_key(path)
+                plain_key(a.path)
             else:
                 if table_root is not None:
                     check_deletion_vector(a, root=table_root)
                 if with_dv is None:
                     with_dv = a
-                add_key((path, dv.unique_id))
-            files += 1
+                with_dvs.append((a.path, dv.unique_id))
             values = a.partition_values
             # Anything but a dict is left to check_structure, to fail there as it always did.
             if type(values) is not dict or values.keys() != partition_columns:
@@ -121,6 +116,9 @@ def check_commit(
         elif isinstance(a, RemoveFile | SetTransaction):
             # Rare in bulk: the exact check runs whenever a commit has any.
             suspect = True
+    if table_root is not None:
+        check_data_paths(plain, root=table_root)
+        check_data_paths([p for p, _ in with_dvs], root=table_root)
     _check_features_used(configuration, with_dv)
     if configuration.append_only:
         removes = [a for a in actions if isinstance(a, RemoveFile)]
@@ -131,7 +129,9 @@ def check_commit(
         for add in _adds(actions):
             if add.data_change and add.path not in replaced and add.path not in constraints_checked:
                 configuration.check_constraints_enforceable(add.path)
-    if structure and (suspect or len(keys) != files):
+    if structure and (
+        suspect or len(set(plain)) != len(plain) or len(set(with_dvs)) != len(with_dvs)
+    ):
         check_structure(configuration, actions)
 
 
@@ -226,6 +226,28 @@ _NAME_CHARS = r"[A-Za-z0-9_=-]"
 _PLAIN_RELATIVE = re.compile(
     rf"(?!{re.escape(LOG_DIR)}(?:/|$)){_NAME_CHARS}++(?:[./]{_NAME_CHARS}++)*+"
 )
+
+
+# The plain form, once per line of paths joined by newlines: one call checks a whole commit.
+_PLAIN_LINES = re.compile(
+    rf"(?:(?!{re.escape(LOG_DIR)}[/\n]){_NAME_CHARS}++(?:[./]{_NAME_CHARS}++)*+\n)*+"
+)
+
+
+def check_data_paths(paths: Sequence[str], *, root: str, what: str = "add") -> None:
+    """:func:`check_data_path` for each path, with one match when all are of the plain form.
+
+    Raises:
+        InvalidArgumentError: A path escapes the root; the message names the first one.
+    """
+    if not paths:
+        return
+    # A path with a newline is split here, and passes only if every piece is plain; the full
+    # check accepts such a path as well (none of its segments is empty, ".", ".." or the log).
+    if _PLAIN_LINES.fullmatch("\n".join(paths) + "\n"):
+        return
+    for path in paths:
+        check_data_path(path, root=root, what=what)
 
 
 def check_data_path(path: str, *, root: str, what: str = "add") -> None:

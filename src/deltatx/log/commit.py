@@ -15,8 +15,9 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from deltatx.errors import (
@@ -230,8 +231,9 @@ def commit(
         partition_columns=tuple(partition_source.metadata.partition_columns),
         deletion_vectors=configuration.deletion_vectors_enabled,
     )
-    info = CommitInfo(
-        timestamp=int(time.time() * 1000),
+    # Each attempt makes its commitInfo with the time of that attempt.
+    info = partial(
+        CommitInfo,
         operation=operation.name.value,
         operation_parameters=operation.commit_parameters(),
         read_version=None if read_version < 0 else read_version,
@@ -334,13 +336,21 @@ class _Timestamps:
         if winner is not None and winner.commit_timestamp is not None:
             self.previous = winner.commit_timestamp
 
-    def stamp(self, info: CommitInfo, actions: Sequence[Action], version: int) -> list[Action]:
-        """``commitInfo`` (first, as the protocol requires) and the actions of an attempt."""
+    def stamp(
+        self, info: Callable[..., CommitInfo], actions: Sequence[Action], version: int
+    ) -> list[Action]:
+        """``commitInfo`` (first, as the protocol requires) and the actions of an attempt.
+
+        Args:
+            info: Makes the commitInfo, given its ``timestamp`` and ``in_commit_timestamp``.
+            actions: The attempt's other actions.
+            version: The version the attempt tries to publish.
+        """
         now = int(time.time() * 1000)
         if not self.in_commit:
-            return [replace(info, timestamp=now), *actions]
+            return [info(timestamp=now), *actions]
         stamp = now if self.previous is None else max(now, self.previous + 1)
-        out: list[Action] = [replace(info, timestamp=now, in_commit_timestamp=stamp)]
+        out: list[Action] = [info(timestamp=now, in_commit_timestamp=stamp)]
         for action in actions:
             if self.enabling and isinstance(action, Metadata):
                 conf = dict(action.configuration)

@@ -49,7 +49,9 @@ if TYPE_CHECKING:
     from deltatx.log.delta_log import DeltaLog
     from deltatx.log.snapshot import Snapshot
 
-FileKey = tuple[str, str | None]
+# A staged file's identity: its path, or (path, vector id) when it has a deletion vector (a
+# string never equals a tuple, and the common key costs no tuple).
+FileKey = str | tuple[str, str]
 
 
 class TransactionState(StrEnum):
@@ -61,7 +63,8 @@ class TransactionState(StrEnum):
 
 
 def _key(action: AddFile | RemoveFile) -> FileKey:
-    return (action.path, action.dv_id)
+    dv = action.deletion_vector
+    return action.path if dv is None else (action.path, dv.unique_id)
 
 
 class OptimisticTransaction:
@@ -215,7 +218,7 @@ class OptimisticTransaction:
         for f in files:
             # ``_key(f)``, inline: this runs once per staged file.
             dv = f.deletion_vector
-            adds[(f.path, None if dv is None else dv.unique_id)] = f
+            adds[f.path if dv is None else (f.path, dv.unique_id)] = f
 
     def remove_files(self, files: list[AddFile], *, data_change: bool = True) -> None:
         """Stages removal of live files; removing a file this transaction added un-stages it."""

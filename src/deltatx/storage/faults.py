@@ -1,8 +1,9 @@
 """Named fault points that crash-injection tests can arm.
 
-A test sets ``DELTATX_FAULT=<point>`` (optionally ``<point>:<n>`` to fire at the n-th pass) in a
-writer process; when that process reaches the point it kills itself with SIGKILL, as a power
-cut would. Unarmed, a fault point costs one dictionary lookup.
+A test starts a writer process with ``DELTATX_FAULT=<point>`` (optionally ``<point>:<n>`` to fire
+at the n-th pass) in its environment; when that process reaches the point it kills itself with
+SIGKILL, as a power cut would. The variable is read once, when this module is imported, so
+unarmed points cost a comparison: every commit passes several.
 
 The storage layer's points (``log_store.partial_write``, ``log_store.after_link``) fire for every
 file the store writes. A caller that wants them told apart wraps the write in
@@ -32,21 +33,22 @@ import signal
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+_ARMED = os.environ.get("DELTATX_FAULT") or None
+_UNARMED = contextlib.nullcontext()
 _counts: dict[str, int] = {}
 _scope: ContextVar[str | None] = ContextVar("deltatx_fault_scope", default=None)
 
 
 def faults_armed() -> bool:
     """Whether the environment arms any fault point (for code that must shape its I/O to one)."""
-    return bool(os.environ.get("DELTATX_FAULT"))
+    return _ARMED is not None
 
 
 def fault_point(name: str) -> None:
     """Dies here if the environment arms this point; otherwise does nothing."""
-    armed = os.environ.get("DELTATX_FAULT")
-    if not armed:
+    if _ARMED is None:
         return
-    point, _, nth = armed.partition(":")
+    point, _, nth = _ARMED.partition(":")
     scope = _scope.get()
     aliases = [name]
     if scope is not None and name.startswith("log_store."):
@@ -58,9 +60,13 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-@contextlib.contextmanager
-def fault_scope(scope: str) -> Iterator[None]:
+def fault_scope(scope: str) -> contextlib.AbstractContextManager[None]:
     """Within the block, the store's ``log_store.<x>`` points also answer to ``<scope>.<x>``."""
+    return _UNARMED if _ARMED is None else _scoped(scope)
+
+
+@contextlib.contextmanager
+def _scoped(scope: str) -> Iterator[None]:
     token = _scope.set(scope)
     try:
         yield

@@ -192,7 +192,11 @@ actions: st.SearchStrategy[Action] = st.one_of(
         CommitInfo,
         timestamp=opt_int,
         operation=opt_text,
-        operation_parameters=st.none() | st.dictionaries(text, json_value, max_size=3),
+        operation_parameters=st.none()
+        | st.dictionaries(text, text, max_size=3)
+        | st.dictionaries(
+            text, json_value | st.floats(allow_nan=False, allow_infinity=False), max_size=3
+        ),
         read_version=opt_int,
         isolation_level=opt_text,
         is_blind_append=st.none() | st.booleans(),
@@ -335,6 +339,15 @@ def test_fast_encoding_writes_the_standard_bytes(batch: list[Action]) -> None:
     for action in batch:
         standard = json.dumps(action_to_json_obj(action), separators=(",", ":"), ensure_ascii=False)
         assert serialize_action(action) == standard
+
+
+@pytest.mark.parametrize("value", [1e16, 1e-7, 0.1, [2.5e20]])
+def test_commit_info_with_floats_is_written_by_the_standard_encoder(value: Any) -> None:
+    """orjson spells such floats unlike the standard encoder (``1e16`` for ``1e+16``)."""
+    info = CommitInfo(timestamp=1, operation="WRITE", operation_parameters={"p": value})
+    standard = json.dumps(action_to_json_obj(info), separators=(",", ":"), ensure_ascii=False)
+    assert serialize_action(info) == standard
+    assert serialize_commit([info]) == (standard + "\n").encode("utf-8")
 
 
 plain_adds = st.builds(

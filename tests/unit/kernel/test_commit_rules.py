@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -31,6 +31,7 @@ from deltatx.kernel.commit_rules import (
     check_allowed,
     check_commit,
     check_data_path,
+    check_data_paths,
 )
 from deltatx.kernel.deletion_vectors import z85_encode
 from deltatx.kernel.file_paths import relative_to, resolve
@@ -251,3 +252,32 @@ _FIRST_FORM = re.compile(rf"(?!_delta_log(?:/|$)){_SEGMENT}(?:/{_SEGMENT})*")
 )
 def test_the_plain_path_shortcut_accepts_the_paths_its_first_form_did(path: str) -> None:
     assert bool(_PLAIN_RELATIVE.fullmatch(path)) == bool(_FIRST_FORM.fullmatch(path))
+
+
+def _first_refusal(paths: list[str], check: Callable[[], None]) -> str | None:
+    try:
+        check()
+    except InvalidArgumentError as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet="ab_=-./%\n", max_size=8)
+        | st.sampled_from(["_delta_log", "_delta_log/a", "a\n_delta_log", "a\nb", "ok/x.parquet"]),
+        max_size=5,
+    )
+)
+def test_a_commits_paths_checked_at_once_are_refused_as_one_by_one(paths: list[str]) -> None:
+    """One match over the joined paths refuses what the per-path check refuses, naming the same
+    path first, also when a path holds the newline that joins them."""
+
+    def one_by_one() -> None:
+        for path in paths:
+            check_data_path(path, root=ROOT)
+
+    assert _first_refusal(paths, lambda: check_data_paths(paths, root=ROOT)) == _first_refusal(
+        paths, one_by_one
+    )
