@@ -130,7 +130,13 @@ def _base_table(workdir: str, versions: int) -> str:
 
 
 def _time_commits(
-    table: str, actions: int, runs: int, *, fsync: bool, creates: list[float] | None = None
+    table: str,
+    actions: int,
+    runs: int,
+    *,
+    fsync: bool,
+    creates: list[float] | None = None,
+    open_ahead: bool = True,
 ) -> Stats:
     """Times commits of ``actions`` adds, each on the snapshot updated after the previous one.
 
@@ -139,8 +145,10 @@ def _time_commits(
     that time is appended: on a file system where creating a file costs more when inodes were
     freed recently (ext4 without a journal skips each one freed in the last minutes), it
     shows what the disk charged for the file at that moment, apart from deltatx's own work.
+    With ``open_ahead`` (the default) the store opens each commit's unnamed file after the
+    previous commit, on a background thread; without it each commit opens its own.
     """
-    log = DeltaLog.for_table(table, store=LocalLogStore(fsync=fsync))
+    log = DeltaLog.for_table(table, store=LocalLogStore(fsync=fsync, open_ahead=open_ahead))
     state: dict[str, Any] = {"snap": log.snapshot(), "i": 0, "batch": []}
 
     def setup() -> None:
@@ -243,6 +251,8 @@ def case_commit(workdir: str, sizes: MetaSizes) -> list[Row]:
                 )
                 _judge_commit(row, actions, fsync)
                 rows.append(row)
+            if actions == 100:
+                rows.append(_without_open_ahead(base, workdir, actions, runs))
     payload = serialize_commit([synth.append_info(1), synth.add_file(1)])
     for fsync in (True, False):
         store_stats, bare_stats = _raw_write(
@@ -268,6 +278,24 @@ def case_commit(workdir: str, sizes: MetaSizes) -> list[Row]:
         )
     rows.extend(_ram_rows(base, sizes))
     return rows
+
+
+def _without_open_ahead(base: str, workdir: str, actions: int, runs: int) -> Row:
+    """The commit again with each commit opening its own file, beside the bare create."""
+    table = _fresh(os.path.join(workdir, f"commit-{actions}-own-file"))
+    shutil.copytree(base, table)
+    creates: list[float] = []
+    stats = _time_commits(table, actions, runs, fsync=False, creates=creates, open_ahead=False)
+    return Row(
+        case="1 commit",
+        name=f"commit {actions:,} add(s), no fsync, each commit opening its own file",
+        size=f"{actions:,} adds, LocalLogStore(open_ahead=False)",
+        unit="s",
+        deltatx=_dx(stats),
+        peer=None,
+        target="report only (the row above, with the file opened ahead, is the one judged)",
+        notes=_creates_note(creates),
+    )
 
 
 RAM_FS = "/dev/shm"

@@ -10,6 +10,15 @@ nothing behind. Where the kernel, the file system or ``/proc`` cannot do that, a
 overwrites, the file is a hidden temporary name next to the target, linked (or renamed) into
 place and then unlinked.
 
+Opening the unnamed file is where a file system spends most of a commit's time when it
+allocates inodes slowly: ext4 without a journal passes over every inode freed in the last
+minutes, so after a VACUUM or a dropped table one open can take a millisecond. So once a
+commit is linked, the next unnamed file in that directory is opened on a background thread,
+and the next commit there only writes and links it (as a database prepares its next log
+segment). At most :data:`SPARES_AT_MOST` such files are open per process; a spare is never
+used by another process (a forked child opens its own), and the kernel frees it with the
+process.
+
 Paths are canonical local paths (see :class:`deltatx.storage.location.Location`, which turns
 table URIs and log paths into them).
 """
@@ -21,8 +30,10 @@ import errno
 import os
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from deltatx.storage.faults import fault_point, faults_armed
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
@@ -89,12 +100,86 @@ def _sync_pool() -> ThreadPoolExecutor:
         return _syncer[1]
 
 
+def _open_tmpfile(directory: str) -> int:
+    return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666)
+
+
+SPARES_AT_MOST = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _Spare:
+    """An unnamed file being opened in the background for a directory's next commit."""
+
+    opening: Future[int]
+
+    def take(self) -> int | None:
+        """Its descriptor once open, or None when opening failed."""
+        try:
+            return self.opening.result()
+        except OSError:
+            return None
+
+    def discard(self) -> None:
+        """Closes it (once open): the kernel frees an unnamed file with its last descriptor."""
+        self.opening.add_done_callback(_close_opened)
+
+
+def _close_opened(opening: Future[int]) -> None:
+    if opening.exception() is None:
+        os.close(opening.result())
+
+
+_spares: OrderedDict[str, _Spare] = OrderedDict()
+_spares_lock = threading.Lock()
+
+
+def _take_spare(directory: str) -> int | None:
+    """The spare unnamed file opened in ``directory`` by this process, if there is one."""
+    with _spares_lock:
+        spare = _spares.pop(directory, None)
+    return None if spare is None else spare.take()
+
+
+def _prepare_spare(directory: str) -> None:
+    """Starts opening the next unnamed file in ``directory``, the least recent one's closed."""
+    spare = _Spare(_sync_pool().submit(_open_tmpfile, directory))
+    with _spares_lock:
+        # Two threads committing in one directory: the later spare replaces the earlier.
+        replaced = _spares.pop(directory, None)
+        _spares[directory] = spare
+        evicted = [_spares.popitem(last=False)[1] for _ in range(len(_spares) - SPARES_AT_MOST)]
+    if replaced is not None:
+        evicted.append(replaced)
+    for old in evicted:
+        old.discard()
+
+
+def _forget_spares() -> None:
+    # In a forked child the parent's spares are not this process's to link: the same inode
+    # would become two commits. Their descriptors close with the child (they are CLOEXEC).
+    global _spares_lock
+    _spares.clear()
+    _spares_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spares)
+
+
 class LocalLogStore:
     """LogStore over the local filesystem (or a POSIX mount)."""
 
-    def __init__(self, *, fsync: bool = True) -> None:
-        """Creates a store; ``fsync=False`` trades durability for speed (tests, benchmarks)."""
+    def __init__(self, *, fsync: bool = True, open_ahead: bool = True) -> None:
+        """Creates a store.
+
+        Args:
+            fsync: False trades durability for speed (tests, benchmarks).
+            open_ahead: Whether a commit's unnamed file is opened on a background thread after
+                the previous commit in its directory (one descriptor kept per directory, at
+                most :data:`SPARES_AT_MOST` in the process).
+        """
         self._fsync = fsync
+        self._open_ahead = open_ahead
         # Cleared for good the first time a directory refuses unnamed files or their linking.
         self._unnamed = bool(_TMPFILE) and os.path.isdir("/proc/self/fd")
 
@@ -144,9 +229,12 @@ class LocalLogStore:
 
     def _write_unnamed(self, path: str, directory: str, data: bytes) -> bool:
         """Write-if-absent through an unnamed file; False where this system cannot link one."""
-        fd = self._open_unnamed(directory)
+        fd = _take_spare(directory) if self._open_ahead else None
+        spare = fd is not None
         if fd is None:
-            return False
+            fd = self._open_unnamed(directory)
+            if fd is None:
+                return False
         try:
             _fill(fd, data, fsync=self._fsync)
             try:
@@ -159,23 +247,27 @@ class LocalLogStore:
             except OSError as exc:
                 if exc.errno not in _NO_LINK_BY_FD:
                     raise
-                # Nothing was published: the unnamed file goes with its descriptor.
-                self._unnamed = False
+                # Nothing was published: the unnamed file goes with its descriptor. A spare
+                # whose directory has gone since proves nothing about the file system.
+                if not (spare and exc.errno == errno.ENOENT):
+                    self._unnamed = False
                 return False
         finally:
             os.close(fd)
         self._after_link(directory)
+        if self._open_ahead:
+            _prepare_spare(directory)
         return True
 
     def _open_unnamed(self, directory: str) -> int | None:
         """An unnamed file in ``directory``, or None where the file system has none."""
         try:
             try:
-                return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666)
+                return _open_tmpfile(directory)
             except FileNotFoundError:
                 # The directory is created on first need: a commit then costs no extra calls.
                 os.makedirs(directory, exist_ok=True)
-                return os.open(directory, _TMPFILE | os.O_WRONLY | _CLOEXEC, 0o666)
+                return _open_tmpfile(directory)
         except OSError as exc:
             if exc.errno not in _NO_TMPFILE:
                 raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -157,3 +158,90 @@ def test_a_crash_half_way_never_publishes_the_file(tmp_path: Path, unnamed: bool
         [tmp] = left
         assert tmp.startswith(".00000000000000000000.json.")
         assert os.path.getsize(tmp_path / tmp) == 50_000
+
+
+def _unnamed_files_open_in(directory: Path) -> int:
+    """How many unnamed files this process holds open in ``directory``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(f"{directory}/#") and target.endswith("(deleted)"):
+                count += 1
+    return count
+
+
+def _settled() -> None:
+    """Waits for the background thread to finish opening the files asked of it."""
+    local._sync_pool().submit(lambda: None).result()
+
+
+@needs_tmpfile
+def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path) -> None:
+    store = LocalLogStore(fsync=False)
+    store.write(f"{tmp_path}/0.json", b"zero")
+    _settled()
+    assert _unnamed_files_open_in(tmp_path) == 1
+    opened: list[Any] = []
+    real = os.open
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "open", lambda *a, **k: opened.append(a) or real(*a, **k))
+        store.write(f"{tmp_path}/1.json", b"one")
+    assert opened == []  # the commit itself opened nothing
+    _settled()
+    assert _unnamed_files_open_in(tmp_path) == 1
+    assert (tmp_path / "0.json").read_bytes() == b"zero"
+    assert (tmp_path / "1.json").read_bytes() == b"one"
+    assert os.stat(tmp_path / "0.json").st_ino != os.stat(tmp_path / "1.json").st_ino
+    assert sorted(os.listdir(tmp_path)) == ["0.json", "1.json"]
+
+
+@needs_tmpfile
+def test_files_opened_ahead_are_bounded_and_only_with_open_ahead(tmp_path: Path) -> None:
+    store = LocalLogStore(fsync=False)
+    dirs = [tmp_path / f"t{i}" for i in range(local.SPARES_AT_MOST + 4)]
+    for d in dirs:
+        store.write(f"{d}/0.json", b"0")
+    _settled()
+    held = [_unnamed_files_open_in(d) for d in dirs]
+    assert held == [0] * 4 + [1] * local.SPARES_AT_MOST  # the least recent were closed
+    plain = tmp_path / "plain"
+    LocalLogStore(fsync=False, open_ahead=False).write(f"{plain}/0.json", b"0")
+    _settled()
+    assert _unnamed_files_open_in(plain) == 0
+
+
+@needs_tmpfile
+def test_a_forked_child_never_links_its_parents_file(tmp_path: Path) -> None:
+    """Linking the parent's unnamed file would make one inode two commits."""
+    store = LocalLogStore(fsync=False)
+    store.write(f"{tmp_path}/0.json", b"parent 0")
+    _settled()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            store.write(f"{tmp_path}/1.json", b"child 1")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    store.write(f"{tmp_path}/2.json", b"parent 2")
+    assert (tmp_path / "1.json").read_bytes() == b"child 1"
+    assert (tmp_path / "2.json").read_bytes() == b"parent 2"
+    assert os.stat(tmp_path / "1.json").st_ino != os.stat(tmp_path / "2.json").st_ino
+
+
+@needs_tmpfile
+def test_a_file_opened_ahead_in_a_removed_directory_is_not_needed(tmp_path: Path) -> None:
+    store = LocalLogStore(fsync=False)
+    log = tmp_path / "_delta_log"
+    store.write(f"{log}/0.json", b"old table")
+    _settled()
+    for name in os.listdir(log):
+        os.unlink(log / name)
+    os.rmdir(log)
+    store.write(f"{log}/0.json", b"new table")
+    store.write(f"{log}/1.json", b"next")
+    assert (log / "0.json").read_bytes() == b"new table"
+    assert (log / "1.json").read_bytes() == b"next"
+    assert sorted(os.listdir(log)) == ["0.json", "1.json"]
+    assert store._unnamed  # the file system still links unnamed files
