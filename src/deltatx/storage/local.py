@@ -142,8 +142,15 @@ def _take_spare(directory: str) -> int | None:
 
 
 def _prepare_spare(directory: str) -> None:
-    """Starts opening the next unnamed file in ``directory``, the least recent one's closed."""
-    spare = _Spare(_sync_pool().submit(_open_tmpfile, directory))
+    """Starts opening the next unnamed file in ``directory``.
+
+    Beyond :data:`SPARES_AT_MOST`, the spare of the directory least recently written is closed.
+    Called once a commit is linked, so it never fails: at interpreter exit nothing is opened.
+    """
+    try:
+        spare = _Spare(_sync_pool().submit(_open_tmpfile, directory))
+    except RuntimeError:  # the interpreter is shutting down and starts no more work
+        return
     with _spares_lock:
         # Two threads committing in one directory: the later spare replaces the earlier.
         replaced = _spares.pop(directory, None)

@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +186,15 @@ def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path) -> None:
     assert _unnamed_files_open_in(tmp_path) == 1
     opened: list[Any] = []
     real = os.open
+    caller = threading.get_ident()
+
+    def spy(*args: Any, **kwargs: Any) -> int:
+        if threading.get_ident() == caller:  # not the background thread's next opening
+            opened.append(args)
+        return real(*args, **kwargs)
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "open", lambda *a, **k: opened.append(a) or real(*a, **k))
+        mp.setattr(os, "open", spy)
         store.write(f"{tmp_path}/1.json", b"one")
     assert opened == []  # the commit itself opened nothing
     _settled()
@@ -245,3 +254,16 @@ def test_a_file_opened_ahead_in_a_removed_directory_is_not_needed(tmp_path: Path
     assert (log / "1.json").read_bytes() == b"next"
     assert sorted(os.listdir(log)) == ["0.json", "1.json"]
     assert store._unnamed  # the file system still links unnamed files
+
+
+@needs_tmpfile
+def test_a_commit_at_interpreter_exit_is_not_failed_by_opening_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit is linked before the next file is asked for: that request must not fail it."""
+    stopped = ThreadPoolExecutor(1)
+    stopped.shutdown()
+    monkeypatch.setattr(local, "_sync_pool", lambda: stopped)
+    LocalLogStore(fsync=False).write(f"{tmp_path}/0.json", b"zero")
+    assert (tmp_path / "0.json").read_bytes() == b"zero"
+    assert _unnamed_files_open_in(tmp_path) == 0
