@@ -343,7 +343,7 @@ def test_fast_encoding_writes_the_standard_bytes(batch: list[Action]) -> None:
 
 @pytest.mark.parametrize("value", [1e16, 1e-7, 0.1, [2.5e20]])
 def test_commit_info_with_floats_is_written_by_the_standard_encoder(value: Any) -> None:
-    """orjson spells such floats unlike the standard encoder (``1e16`` for ``1e+16``)."""
+    """orjson spells some floats unlike the standard encoder (``1e-7`` for ``1e-07``)."""
     info = CommitInfo(timestamp=1, operation="WRITE", operation_parameters={"p": value})
     standard = json.dumps(action_to_json_obj(info), separators=(",", ":"), ensure_ascii=False)
     assert serialize_action(info) == standard
