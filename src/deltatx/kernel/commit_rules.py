@@ -84,7 +84,6 @@ def check_commit(
             (with ``structure``) its structure is not valid.
     """
     configuration.check_writable()
-    with_dv: AddFile | None = None
     # One pass over what may be thousands of actions, then one regular-expression match for
     # all their paths (see check_data_paths). The structure is only suspected here, cheaply
     # (an add whose partition values differ, fewer distinct keys than adds, any remove or
@@ -103,8 +102,6 @@ def check_commit(
             else:
                 if table_root is not None:
                     check_deletion_vector(a, root=table_root)
-                if with_dv is None:
-                    with_dv = a
                 with_dvs.append((a.path, dv.unique_id))
             values = a.partition_values
             # Anything but a dict is left to check_structure, to fail there as it always did.
@@ -117,9 +114,8 @@ def check_commit(
             # Rare in bulk: the exact check runs whenever a commit has any.
             suspect = True
     if table_root is not None:
-        check_data_paths(plain, root=table_root)
-        check_data_paths([p for p, _ in with_dvs], root=table_root)
-    _check_features_used(configuration, with_dv)
+        check_data_paths(plain + [p for p, _ in with_dvs], root=table_root)
+    _check_features_used(configuration, with_dvs[0][0] if with_dvs else None)
     if configuration.append_only:
         removes = [a for a in actions if isinstance(a, RemoveFile)]
         _check_append_only(configuration, _adds(actions), removes, operation)
@@ -175,11 +171,12 @@ def _adds(actions: Sequence[Action]) -> list[AddFile]:
     return [a for a in actions if isinstance(a, AddFile)]
 
 
-def _check_features_used(configuration: TableConfiguration, with_dv: AddFile | None) -> None:
+def _check_features_used(configuration: TableConfiguration, with_dv: str | None) -> None:
+    """``with_dv``: the path of the first added file with a deletion vector, if any."""
     _check_column_mapping(configuration)
     if with_dv is not None and "deletionVectors" not in configuration.writer_features:
         raise InvalidArgumentError(
-            f"add {with_dv.path!r} carries a deletion vector, but the table's protocol does not "
+            f"add {with_dv!r} carries a deletion vector, but the table's protocol does not "
             "name the 'deletionVectors' writer feature; enable delta.enableDeletionVectors in a "
             "commit of its own first. Nothing was committed."
         )
@@ -223,15 +220,11 @@ def _append_only(operation: OperationName, table: str) -> AppendOnlyViolationErr
 # joined by single dots or slashes, possessively: the same paths, and no backtracking (a
 # fifth fewer instructions per path, which every added file of every commit pays).
 _NAME_CHARS = r"[A-Za-z0-9_=-]"
-_PLAIN_RELATIVE = re.compile(
-    rf"(?!{re.escape(LOG_DIR)}(?:/|$)){_NAME_CHARS}++(?:[./]{_NAME_CHARS}++)*+"
-)
-
-
-# The plain form, once per line of paths joined by newlines: one call checks a whole commit.
-_PLAIN_LINES = re.compile(
-    rf"(?:(?!{re.escape(LOG_DIR)}[/\n]){_NAME_CHARS}++(?:[./]{_NAME_CHARS}++)*+\n)*+"
-)
+_PLAIN_FORM = rf"{_NAME_CHARS}++(?:[./]{_NAME_CHARS}++)*+"
+_NOT_IN_LOG = rf"(?!{re.escape(LOG_DIR)}(?:/|$))"
+_PLAIN_RELATIVE = re.compile(_NOT_IN_LOG + _PLAIN_FORM)
+# The same form once per line of paths joined by newlines: one call checks a whole commit.
+_PLAIN_LINES = re.compile(rf"(?m:{_NOT_IN_LOG}{_PLAIN_FORM}\n)*+")
 
 
 def check_data_paths(paths: Sequence[str], *, root: str, what: str = "add") -> None:

@@ -33,7 +33,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 from deltatx.storage.faults import fault_point, faults_armed
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
@@ -107,30 +106,14 @@ def _open_tmpfile(directory: str) -> int:
 SPARES_AT_MOST = 8
 
 
-@dataclass(frozen=True, slots=True)
-class _Spare:
-    """An unnamed file being opened in the background for a directory's next commit."""
-
-    opening: Future[int]
-
-    def take(self) -> int | None:
-        """Its descriptor once open, or None when opening failed."""
-        try:
-            return self.opening.result()
-        except OSError:
-            return None
-
-    def discard(self) -> None:
-        """Closes it (once open): the kernel frees an unnamed file with its last descriptor."""
-        self.opening.add_done_callback(_close_opened)
-
-
 def _close_opened(opening: Future[int]) -> None:
+    # The kernel frees an unnamed file with its last descriptor.
     if opening.exception() is None:
         os.close(opening.result())
 
 
-_spares: OrderedDict[str, _Spare] = OrderedDict()
+# Per directory, the next unnamed file being opened there on the background thread.
+_spares: OrderedDict[str, Future[int]] = OrderedDict()
 _spares_lock = threading.Lock()
 
 
@@ -138,7 +121,12 @@ def _take_spare(directory: str) -> int | None:
     """The spare unnamed file opened in ``directory`` by this process, if there is one."""
     with _spares_lock:
         spare = _spares.pop(directory, None)
-    return None if spare is None else spare.take()
+    if spare is None:
+        return None
+    try:
+        return spare.result()
+    except OSError:
+        return None
 
 
 def _prepare_spare(directory: str) -> None:
@@ -148,7 +136,7 @@ def _prepare_spare(directory: str) -> None:
     Called once a commit is linked, so it never fails: at interpreter exit nothing is opened.
     """
     try:
-        spare = _Spare(_sync_pool().submit(_open_tmpfile, directory))
+        spare = _sync_pool().submit(_open_tmpfile, directory)
     except RuntimeError:  # the interpreter is shutting down and starts no more work
         return
     with _spares_lock:
@@ -159,7 +147,7 @@ def _prepare_spare(directory: str) -> None:
     if replaced is not None:
         evicted.append(replaced)
     for old in evicted:
-        old.discard()
+        old.add_done_callback(_close_opened)
 
 
 def _forget_spares() -> None:
