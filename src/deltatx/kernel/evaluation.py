@@ -111,8 +111,19 @@ def stats_key(f: StructField) -> str:
 
 def partition_range(raw: str | None, f: StructField | None, kind: Kind | None) -> _Range | None:
     """A partition column's one value in a file, from its partition value string."""
-    # A partition column missing from the schema can only be compared as text.
-    pkind = kind if f is not None else Kind.STRING
+    return partition_value_range(raw, partition_kind(f, kind))
+
+
+def partition_kind(f: StructField | None, kind: Kind | None) -> Kind | None:
+    """The kind a partition column's values are read as.
+
+    A partition column missing from the schema can only be compared as text.
+    """
+    return kind if f is not None else Kind.STRING
+
+
+def partition_value_range(raw: str | None, pkind: Kind | None) -> _Range | None:
+    """A partition value string read as a value of ``pkind`` (None: unreadable)."""
     try:
         value = parse_partition_value(raw, pkind)
     except Uncoercible:

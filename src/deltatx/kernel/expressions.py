@@ -139,11 +139,15 @@ def and_(*children: Expression) -> Expression:
     """Conjunction that flattens nested Ands, drops ``TRUE`` and is ``FALSE`` with one."""
     flat: list[Expression] = []
     for c in children:
-        if c == FALSE:
-            return FALSE
+        # Only a literal equals TRUE or FALSE (a dataclass equals only its own class).
+        if type(c) is Literal:
+            if c == FALSE:
+                return FALSE
+            if c == TRUE:
+                continue
         if isinstance(c, And):
             flat.extend(c.children)
-        elif c != TRUE:
+        else:
             flat.append(c)
     if not flat:
         return TRUE
@@ -154,11 +158,14 @@ def or_(*children: Expression) -> Expression:
     """Disjunction that flattens nested Ors, drops ``FALSE`` and is ``TRUE`` with one."""
     flat: list[Expression] = []
     for c in children:
-        if c == TRUE:
-            return TRUE
+        if type(c) is Literal:
+            if c == TRUE:
+                return TRUE
+            if c == FALSE:
+                continue
         if isinstance(c, Or):
             flat.extend(c.children)
-        elif c != FALSE:
+        else:
             flat.append(c)
     if not flat:
         return FALSE

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -27,8 +28,8 @@ from deltatx.kernel.evaluation import (
     num_records_of,
     parse_stats,
     parse_stats_objects,
-    partition_range,
-    row_count,
+    partition_kind,
+    partition_value_range,
     stats_key,
     stats_range,
 )
@@ -37,6 +38,8 @@ from deltatx.kernel.values import Kind
 
 # A partition value as read: its value (None: NULL or unknown), may hold a value, unknown.
 _Entry = tuple[Any, bool, bool]
+# How a column is read: its field, kind, key lookup, whether it is a partition column.
+_Spec = tuple["StructField | None", "Kind | None", "_Lookup", bool]
 
 
 class ColumnReader:
@@ -57,10 +60,7 @@ class ColumnReader:
         self._parts = tuple(partition_columns)
         self._exact = needs_exact(schema)
         self._plans: dict[str, _ColumnPlan] = {}
-        self._columns: dict[
-            str,
-            tuple[StructField | None, Kind | None, _Lookup, dict[str | None, _Entry] | None],
-        ] = {}
+        self._columns: dict[str, _Spec] = {}
         self._lowered_parts = frozenset(c.lower() for c in partition_columns)
 
     def typed(self, f: StructField) -> _TypedStats | None:
@@ -70,20 +70,13 @@ class ColumnReader:
         # lower-cased, which the check for other spellings of it cannot allow for.
         return None if self._exact or not key.isascii() else _typed_stats(key)
 
-    def spec(
-        self, name: str
-    ) -> tuple[StructField | None, Kind | None, _Lookup, dict[str | None, _Entry] | None]:
-        """How a column is read: its field, kind and key lookup.
-
-        A partition column also gets a cache of the partition values already read: a table
-        holds few, so each is read once per check.
-        """
+    def spec(self, name: str) -> _Spec:
+        """How a column is read: its field, kind, key lookup, whether it partitions the table."""
         plan = self._plans.get(name)
         if plan is None:
             plan = self._plans[name] = column_plan(self._schema, name)
         f, kind, names = plan
-        seen: dict[str | None, _Entry] | None = {} if name.lower() in self._lowered_parts else None
-        return f, kind, _Lookup(names), seen
+        return f, kind, _Lookup(names), name.lower() in self._lowered_parts
 
     def read(self, files: Sequence[FileStatistics]) -> FileColumns:
         """The batch of ``files``, read lazily column by column."""
@@ -208,9 +201,9 @@ class FileColumns:
         spec = o._columns.get(name)
         if spec is None:
             spec = o._columns[name] = o.spec(name)
-        f, kind, find, seen = spec
-        if seen is not None:
-            return self._partition_bounds(f, kind, find, seen)
+        f, kind, find, is_partition = spec
+        if is_partition:
+            return self._partition_bounds(f, kind, find)
         if f is None or kind is None:
             unknown = [True] * self.n
             return Bounds([None] * self.n, [None] * self.n, unknown, unknown)
@@ -221,33 +214,30 @@ class FileColumns:
         f: StructField | None,
         kind: Kind | None,
         find: _Lookup,
-        seen: dict[str | None, _Entry],
     ) -> Bounds:
-        lo: list[Any] = []
-        valued: list[bool] = []
-        unknown: list[bool] = []
-        layouts = find.layouts
-        for file in self.files:
-            pv = file.partition_values
-            # The lookup's cached key, inline: this runs once per file and column.
-            if type(pv) is dict:
-                key = layouts.get(tuple(pv), _MISSING)
-                raw = find(pv) if key is _MISSING else None if key is None else pv[key]
-            else:
-                raw = find(pv)
-            entry = seen.get(raw)
-            if entry is None:
-                rng = partition_range(raw, f, kind)
-                if rng is None or rng.kind is None:
-                    entry = (None, True, True)
-                else:
-                    entry = (_value(rng.lo), rng.may_have_value, False)
-                if len(seen) < _MAX_LAYOUTS:
-                    seen[raw] = entry
-            lo.append(entry[0])
-            valued.append(entry[1])
-            unknown.append(entry[2])
+        raws = self._partition_values(find)
+        pkind = partition_kind(f, kind)
+        entries = {raw: _partition_entry(raw, pkind) for raw in set(raws)}
+        lo = [entries[raw][0] for raw in raws]
+        if all(e[1] and not e[2] for e in entries.values()):
+            return Bounds(lo, lo, [False] * self.n, [True] * self.n)
+        valued = [entries[raw][1] for raw in raws]
+        unknown = [entries[raw][2] for raw in raws]
         return Bounds(lo, lo, unknown, valued)
+
+    def _partition_values(self, find: _Lookup) -> list[Any]:
+        """Each file's raw value of the column (None: NULL or absent)."""
+        pvs: list[Any] = [file.partition_values for file in self.files]
+        if pvs and set(map(type, pvs)) == {dict}:
+            layout = tuple(pvs[0])
+            # Files with the first one's keys (the usual case: all of them) share its key,
+            # where no two of those keys are equal but for case (then their order counts).
+            if layout and find.unambiguous(layout):
+                keys = pvs[0].keys()
+                if all(map(keys.__eq__, map(dict.keys, pvs))):
+                    key = find.key_of(layout)
+                    return [None] * len(pvs) if key is None else list(map(itemgetter(key), pvs))
+        return [find(pv) for pv in pvs]
 
     def _stats_bounds(self, f: StructField, kind: Kind, find: _Lookup) -> Bounds:
         # Bounds already of the column's final type are taken as they are; anything else
@@ -261,7 +251,7 @@ class FileColumns:
             if read is not None:
                 if self._nums is None:
                     # The row counts came with it: a file that may match is not parsed for one.
-                    self._nums = [row_count(n) for n in read[3]]
+                    self._nums = read[3]
                 return Bounds(read[0], read[1], [False] * self.n, partial(_typed_valued, *read[2:]))
         all_stats = self.stats()
         cached = find.layouts.get
@@ -321,6 +311,16 @@ def _exact_bounds(text: str | None, find: _Lookup) -> tuple[Any, Any]:
     return find(parsed.get("minValues")), find(parsed.get("maxValues"))
 
 
+@lru_cache(maxsize=4096)
+def _partition_entry(raw: str | None, kind: Kind | None) -> _Entry:
+    # A table holds few partition values, and its commits meet the same ones again: each is
+    # read by the rule once per process (while it is among the recently read).
+    rng = partition_value_range(raw, kind)
+    if rng is None or rng.kind is None:
+        return None, True, True
+    return _value(rng.lo), rng.may_have_value, False
+
+
 def _value(typed: Any) -> Any:
     return None if typed is None else typed.value
 
@@ -342,21 +342,33 @@ class _Lookup:
     def __call__(self, obj: Any) -> Any:
         if type(obj) is not dict or not obj:
             return None
-        layout = tuple(obj)
+        key = self.key_of(tuple(obj))
+        return None if key is None else obj[key]
+
+    def key_of(self, layout: tuple[Any, ...]) -> Any:
+        """The key read from an object with these keys, in this order (None: none)."""
         key = self.layouts.get(layout, _MISSING)
         if key is _MISSING:
             lowered = {str(k).lower(): k for k in layout}
             key = next((lowered[n] for n in self._names if n in lowered), None)
             if len(self.layouts) < _MAX_LAYOUTS:
                 self.layouts[layout] = key
-        return None if key is None else obj[key]
+        return key
+
+    @staticmethod
+    def unambiguous(layout: tuple[Any, ...]) -> bool:
+        """Whether no two keys are equal but for case, so that their order cannot count."""
+        return len({str(k).lower() for k in layout}) == len(layout)
 
 
 _MAX_LAYOUTS = 256
 
 
-def _typed_valued(nulls: list[Any], nums: list[Any]) -> list[bool]:
-    return [may_hold_value(n, row_count(r)) for n, r in zip(nulls, nums, strict=True)]
+def _typed_valued(records: list[Any], nums: list[int | None]) -> list[bool]:
+    return [
+        may_hold_value(None if r.nulls is None else r.nulls.value, n)
+        for r, n in zip(records, nums, strict=True)
+    ]
 
 
 @lru_cache(maxsize=256)
@@ -383,10 +395,13 @@ class _TypedStats:
     another type) is read by the rule, each file's statistics parsed once, as before.
     """
 
-    __slots__ = ("_decode", "_key", "_lowered")
+    __slots__ = ("_decode_lines", "_key", "_lowered", "_swapped")
 
     def __init__(self, key: str) -> None:
-        values = msgspec.defstruct("ColumnStats", [("value", Any, None)], rename={"value": key})
+        # Records hold scalars only, so the collector need not track them.
+        values = msgspec.defstruct(
+            "ColumnStats", [("value", Any, None)], rename={"value": key}, gc=False
+        )
         record = msgspec.defstruct(
             "FileStats",
             [
@@ -401,35 +416,51 @@ class _TypedStats:
                 "hi": "maxValues",
                 "nulls": "nullCount",
             },
+            gc=False,
         )
-        self._decode: Callable[[str], Any] = msgspec.json.Decoder(record).decode
+        self._decode_lines: Callable[[str], list[Any]] = msgspec.json.Decoder(record).decode_lines
         self._key = f'"{key}"'
         self._lowered = self._key.lower()
+        self._swapped = frozenset(c.swapcase() for c in key if c.swapcase() != c)
 
     def read(
         self, files: Sequence[FileStatistics], fast: type
-    ) -> tuple[list[Any], list[Any], list[Any], list[Any]] | None:
-        """Lower and upper bounds, null counts and row counts; None if a file needs the rule."""
-        decode, key, lowered = self._decode, self._key, self._lowered
-        lo: list[Any] = []
-        hi: list[Any] = []
-        nulls: list[Any] = []
-        nums: list[Any] = []
-        for file in files:
-            text = file.stats
-            if not text or "\\" in text or text.count(key) != text.lower().count(lowered):
-                return None
-            try:
-                record = decode(text)
-            except msgspec.DecodeError:
-                return None
-            low, high, counts = record.lo, record.hi, record.nulls
-            a = None if low is None else low.value
-            b = None if high is None else high.value
-            if type(a) is not fast or type(b) is not fast:
-                return None
-            lo.append(a)
-            hi.append(b)
-            nulls.append(None if counts is None else counts.value)
-            nums.append(record.num_records)
-        return lo, hi, nulls, nums
+    ) -> tuple[list[Any], list[Any], list[Any], list[int | None]] | None:
+        """Lower and upper bounds, records and row counts; None if a file needs the rule.
+
+        A record's null count is read (by :func:`_typed_valued`) only when it is asked for.
+        """
+        texts = [f.stats for f in files]
+        if None in texts or "" in texts:
+            return None
+        # One line per file, decoded in one call; a text with its own line break would
+        # shift the lines, so it is read by the rule.
+        joined = "\n".join(texts)  # type: ignore[arg-type]
+        if "\\" in joined or joined.count("\n") != len(texts) - 1:
+            return None
+        # Another spelling of the key holds a letter of the key in the other case: where
+        # none occurs at all, no count is needed.
+        # (Beyond ASCII, lower-casing may make a letter of the key out of another one.)
+        if (not joined.isascii() or any(c in joined for c in self._swapped)) and joined.count(
+            self._key
+        ) != (joined.lower().count(self._lowered)):
+            return None
+        try:
+            records = self._decode_lines(joined)
+        except msgspec.DecodeError:
+            return None
+        if len(records) != len(texts):
+            return None
+        try:
+            lo = [r.lo.value for r in records]
+            hi = [r.hi.value for r in records]
+        except AttributeError:  # a file without one of the bounds
+            return None
+        kinds = {fast}
+        if set(map(type, lo)) != kinds or set(map(type, hi)) != kinds:
+            return None
+        nums = [r.num_records for r in records]
+        if set(map(type, nums)) != {int}:
+            # ``row_count``'s rule: JSON decodes an integer as exactly ``int``.
+            nums = [n if type(n) is int else None for n in nums]
+        return lo, hi, records, nums

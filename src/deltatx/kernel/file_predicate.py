@@ -20,6 +20,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from deltatx.kernel.actions import FileStatistics
@@ -260,7 +261,16 @@ def _any_range(
 
     def test(batch: FileColumns) -> int:
         col = batch.column(name)
-        hits: list[bool] = []
+        hits: list[bool]
+        if col.lo_bounded and col.hi_bounded:
+            # Every file bounded (the usual batch): one search per file, then one comparison.
+            reach = map(partial(passed, lows), col.hi)
+            if strict:
+                hits = [k != 0 and lo < most[k - 1] for lo, k in zip(col.lo, reach, strict=True)]
+            else:
+                hits = [k != 0 and lo <= most[k - 1] for lo, k in zip(col.lo, reach, strict=True)]
+            return _only_valued(hits, col)
+        hits = []
         add = hits.append
         for lo, hi in zip(col.lo, col.hi, strict=True):
             k = count if hi is None else passed(lows, hi)

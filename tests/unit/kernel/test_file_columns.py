@@ -177,7 +177,17 @@ def _stats_text(draw: st.DrawFn) -> str | None:
     text = json.dumps(obj, separators=(",", ":"))
     change = draw(
         st.sampled_from(
-            ["none", "none", "escape", "other case", "escaped case", "repeat", "unreadable"]
+            [
+                "none",
+                "none",
+                "escape",
+                "other case",
+                "escaped case",
+                "repeat",
+                "unreadable",
+                "line break",
+                "two objects",
+            ]
         )
     )
     if change == "escape":
@@ -189,7 +199,11 @@ def _stats_text(draw: st.DrawFn) -> str | None:
     elif change == "repeat":  # a key written twice: the last one wins
         text = text.replace('"id":', f'"id":{draw(st.integers(-3, 3))},"id":', 1)
     elif change == "unreadable":
-        text = draw(st.sampled_from(["", "{not json", "[1]", '{"numRecords":NaN}']))
+        text = draw(st.sampled_from(["", " ", "{not json", "[1]", '{"numRecords":NaN}']))
+    elif change == "line break":  # valid JSON, but not one line of a batch
+        text = text.replace(",", ",\n", 1)
+    elif change == "two objects":  # unreadable, though each of its lines reads
+        text = text + "\n" + text
     return text
 
 
@@ -200,6 +214,60 @@ def _stats_text(draw: st.DrawFn) -> str | None:
 def test_statistics_read_typed_agree_with_the_file_view(texts: list[str], name: str) -> None:
     files = [_file(str(i), text) for i, text in enumerate(texts)]
     _assert_agrees_with_the_file_view(files, name)
+
+
+# Partition values as odd logs write them: keys in other cases, two spellings of one column
+# (the last wins), another column, none at all.
+_PARTITION_VALUES = st.one_of(
+    st.fixed_dictionaries({"p": st.sampled_from(["1", "2", None, "x"])}),
+    st.fixed_dictionaries({"P": st.sampled_from(["1", "3"])}),
+    st.just({"p": "1", "P": "4"}),
+    st.just({"P": "4", "p": "1"}),
+    st.just({"q": "1"}),
+    st.just({}),
+)
+
+
+@settings(max_examples=examples(300))
+@given(values=st.lists(_PARTITION_VALUES, min_size=1, max_size=6))
+def test_partition_values_agree_with_the_file_view(values: list[dict[str, str | None]]) -> None:
+    files = [
+        AddFile(
+            path=f"f-{i}.parquet",
+            partition_values=v,
+            size=1,
+            modification_time=0,
+            data_change=True,
+            stats=None,
+        )
+        for i, v in enumerate(values)
+    ]
+    _assert_agrees_with_the_file_view(files, "p")
+
+
+def test_statistics_over_several_lines_are_read_by_the_rule() -> None:
+    # One file's text is blank and the next holds two objects: read one line per file, the
+    # second object would pass for the second file's statistics.
+    one = '{"numRecords":2,"minValues":{"id":1},"maxValues":{"id":9}}'
+    files = [_file("1", " "), _file("2", one + "\n" + one.replace("9", "7"))]
+    _assert_agrees_with_the_file_view(files, "id")
+    assert ColumnReader(SCHEMA, ["p"]).read(files).column("id").lo == [None, None]
+
+
+def test_a_key_spelled_beyond_ascii_sends_the_batch_to_the_rule() -> None:
+    # The Kelvin sign lower-cases to "k": the rule reads it as another spelling of "k", and
+    # as the last one it wins.
+    schema = StructType((StructField("k", PrimitiveType("long")),))
+    text = '{"numRecords":2,"minValues":{"k":1,"\u212a":5},"maxValues":{"k":9}}'
+    files = [
+        _file("1", '{"numRecords":2,"minValues":{"k":1},"maxValues":{"k":9}}'),
+        _file("2", text),
+    ]
+    assert "\\" not in text  # the sign spelled as it is, not escaped
+    bounds = ColumnReader(schema, []).read(files).column("k")
+    expected = [_FileView(f, schema, []).column("k") for f in files]
+    assert bounds.lo == [r.lo.value for r in expected] == [1, 5]
+    assert bounds.hi == [r.hi.value for r in expected] == [9, 9]
 
 
 def test_plain_statistics_are_read_without_parsing_whole_objects(
