@@ -123,6 +123,11 @@ def _take_spare(directory: str) -> int | None:
         spare = _spares.pop(directory, None)
     if spare is None:
         return None
+    # A spare the background thread has not started (it waits for the interpreter lock,
+    # which the committing thread has held since) would cost a hand-over each way; the
+    # commit opens its own file instead.
+    if not spare.done() and spare.cancel():
+        return None
     try:
         return spare.result()
     except OSError:

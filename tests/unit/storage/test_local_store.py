@@ -206,6 +206,31 @@ def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path) -> None:
 
 
 @needs_tmpfile
+def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(tmp_path: Path) -> None:
+    store = LocalLogStore(fsync=False)
+    release = threading.Event()
+    busy = local._sync_pool().submit(release.wait, 30)  # the background thread is held
+    try:
+        store.write(f"{tmp_path}/0.json", b"zero")  # its next file waits behind ``busy``
+        done = threading.Event()
+        writer = threading.Thread(
+            target=lambda: (store.write(f"{tmp_path}/1.json", b"one"), done.set())
+        )
+        writer.start()
+        # The commit opens its own file instead of waiting for the held thread.
+        assert done.wait(10)
+        writer.join()
+    finally:
+        release.set()
+        busy.result()
+    _settled()
+    assert (tmp_path / "1.json").read_bytes() == b"one"
+    # The spare of commit 0 was never opened; commit 1's spare is the only file held.
+    assert _unnamed_files_open_in(tmp_path) == 1
+    assert sorted(os.listdir(tmp_path)) == ["0.json", "1.json"]
+
+
+@needs_tmpfile
 def test_files_opened_ahead_are_bounded_and_only_with_open_ahead(tmp_path: Path) -> None:
     store = LocalLogStore(fsync=False)
     dirs = [tmp_path / f"t{i}" for i in range(local.SPARES_AT_MOST + 4)]
