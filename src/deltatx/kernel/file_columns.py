@@ -231,12 +231,20 @@ class FileColumns:
         if pvs and set(map(type, pvs)) == {dict}:
             layout = tuple(pvs[0])
             # Files with the first one's keys (the usual case: all of them) share its key,
-            # where no two of those keys are equal but for case (then their order counts).
-            if layout and find.unambiguous(layout):
-                keys = pvs[0].keys()
-                if all(map(keys.__eq__, map(dict.keys, pvs))):
-                    key = find.key_of(layout)
-                    return [None] * len(pvs) if key is None else list(map(itemgetter(key), pvs))
+            # where no two of those keys are equal but for case (then their order counts). A
+            # file has those keys when it has as many and each of them.
+            if layout and find.unambiguous(layout) and set(map(len, pvs)) == {len(layout)}:
+                key = find.key_of(layout)
+                try:
+                    values = list(map(itemgetter(*layout), pvs))
+                except KeyError:
+                    return [find(pv) for pv in pvs]
+                if key is None:
+                    return [None] * len(pvs)
+                if len(layout) == 1:
+                    return values
+                i = layout.index(key)
+                return [v[i] for v in values]
         return [find(pv) for pv in pvs]
 
     def _stats_bounds(self, f: StructField, kind: Kind, find: _Lookup) -> Bounds:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from deltatx.kernel import evaluation, file_columns
@@ -225,11 +225,17 @@ _PARTITION_VALUES = st.one_of(
     st.just({"P": "4", "p": "1"}),
     st.just({"q": "1"}),
     st.just({}),
+    # Two partition columns, in either order, or another second one.
+    st.fixed_dictionaries({"p": st.sampled_from(["1", "5"]), "q": st.just("2")}),
+    st.just({"q": "2", "p": "6"}),
+    st.just({"p": "7", "r": "2"}),
 )
 
 
 @settings(max_examples=examples(300))
 @given(values=st.lists(_PARTITION_VALUES, min_size=1, max_size=6))
+@example(values=[{"p": "1", "P": "4"}, {"P": "4", "p": "1"}])  # one key set, two readings
+@example(values=[{"p": "1", "q": "2"}, {"q": "2", "p": "3"}, {"p": "4", "r": "2"}])
 def test_partition_values_agree_with_the_file_view(values: list[dict[str, str | None]]) -> None:
     files = [
         AddFile(
