@@ -63,12 +63,12 @@ class ColumnReader:
         self._columns: dict[str, _Spec] = {}
         self._lowered_parts = frozenset(c.lower() for c in partition_columns)
 
-    def typed(self, f: StructField) -> _TypedStats | None:
-        """The typed reader of a data column's statistics; None where only JSON objects do."""
+    def typed(self, f: StructField, fast: type) -> _TypedStats | None:
+        """The reader of a column's statistics with bounds of type ``fast``; None if none can be."""
         key = stats_key(f)
         # Exact decimals need the standard parser; a non-ASCII key may change length when
         # lower-cased, which the check for other spellings of it cannot allow for.
-        return None if self._exact or not key.isascii() else _typed_stats(key)
+        return None if self._exact or not key.isascii() else _typed_stats(key, fast)
 
     def spec(self, name: str) -> _Spec:
         """How a column is read: its field, kind, key lookup, whether it partitions the table."""
@@ -254,8 +254,8 @@ class FileColumns:
         if fast is not None and self._stats is None:
             # Statistics not parsed yet: this column's entries alone, typed, when every file
             # allows it (otherwise each file is parsed once, as an object, below).
-            typed = self._owner.typed(f)
-            read = None if typed is None else typed.read(self.files, fast)
+            typed = self._owner.typed(f, fast)
+            read = None if typed is None else typed.read(self.files)
             if read is not None:
                 if self._nums is None:
                     # The row counts came with it: a file that may match is not parsed for one.
@@ -380,9 +380,9 @@ def _typed_valued(records: list[Any], nums: list[int | None]) -> list[bool]:
 
 
 @lru_cache(maxsize=256)
-def _typed_stats(key: str) -> _TypedStats:
+def _typed_stats(key: str, fast: type) -> _TypedStats:
     # Building the record types costs more than checking a small commit: once per key.
-    return _TypedStats(key)
+    return _TypedStats(key, fast)
 
 
 class _TypedStats:
@@ -400,23 +400,26 @@ class _TypedStats:
     - both bounds, already of the column's final type.
 
     A batch with any other file (no statistics, unreadable, NaN tokens, a missing bound,
-    another type) is read by the rule, each file's statistics parsed once, as before.
+    another type: the decoder refuses a record without both bounds of the column's type) is
+    read by the rule, each file's statistics parsed once, as before.
     """
 
     __slots__ = ("_decode_lines", "_key", "_lowered", "_swapped")
 
-    def __init__(self, key: str) -> None:
-        # Records hold scalars only, so the collector need not track them.
-        values = msgspec.defstruct(
-            "ColumnStats", [("value", Any, None)], rename={"value": key}, gc=False
+    def __init__(self, key: str, fast: type) -> None:
+        # Both bounds are required and of type ``fast`` (the decoder checks both); records
+        # hold scalars only, so the collector need not track them.
+        bound = msgspec.defstruct("Bound", [("value", fast)], rename={"value": key}, gc=False)
+        count = msgspec.defstruct(
+            "NullCount", [("value", Any, None)], rename={"value": key}, gc=False
         )
         record = msgspec.defstruct(
             "FileStats",
             [
+                ("lo", bound),
+                ("hi", bound),
                 ("num_records", Any, None),
-                ("lo", values | None, None),
-                ("hi", values | None, None),
-                ("nulls", values | None, None),
+                ("nulls", count | None, None),
             ],
             rename={
                 "num_records": "numRecords",
@@ -432,20 +435,21 @@ class _TypedStats:
         self._swapped = frozenset(c.swapcase() for c in key if c.swapcase() != c)
 
     def read(
-        self, files: Sequence[FileStatistics], fast: type
+        self, files: Sequence[FileStatistics]
     ) -> tuple[list[Any], list[Any], list[Any], list[int | None]] | None:
         """Lower and upper bounds, records and row counts; None if a file needs the rule.
 
         A record's null count is read (by :func:`_typed_valued`) only when it is asked for.
         """
         texts = [f.stats for f in files]
-        if None in texts or "" in texts:
+        if not all(texts):  # a file without statistics
             return None
         # One line per file, decoded in one call; a text with its own line break would
         # shift the lines, so it is read by the rule.
-        joined = "\n".join(texts)  # type: ignore[arg-type]
-        if "\\" in joined or joined.count("\n") != len(texts) - 1:
+        whole = "".join(texts)  # type: ignore[arg-type]
+        if "\\" in whole or "\n" in whole:
             return None
+        joined = "\n".join(texts)  # type: ignore[arg-type]
         # Another spelling of the key holds a letter of the key in the other case: where
         # none occurs at all, no count is needed.
         # (Beyond ASCII, lower-casing may make a letter of the key out of another one.)
@@ -459,14 +463,8 @@ class _TypedStats:
             return None
         if len(records) != len(texts):
             return None
-        try:
-            lo = [r.lo.value for r in records]
-            hi = [r.hi.value for r in records]
-        except AttributeError:  # a file without one of the bounds
-            return None
-        kinds = {fast}
-        if set(map(type, lo)) != kinds or set(map(type, hi)) != kinds:
-            return None
+        lo = [r.lo.value for r in records]
+        hi = [r.hi.value for r in records]
         nums = [r.num_records for r in records]
         if set(map(type, nums)) != {int}:
             # ``row_count``'s rule: JSON decodes an integer as exactly ``int``.
