@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from deltatx.kernel.features import DEFAULT_PROTOCOL
 from deltatx.kernel.log_paths import checkpoint_name, commit_name
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.transaction import ReadTracker
+from deltatx.log import commit as commit_module
 from deltatx.log.commit import commit
 from deltatx.log.delta_log import DeltaLog
 from deltatx.log.transaction import OptimisticTransaction
@@ -343,3 +345,12 @@ def test_two_writers_with_the_same_app_id_conflict() -> None:
     assert "stream" in info.value.hint.lower() or "app" in info.value.hint.lower()
     other = begin(log)
     assert other.app_transaction_version("stream-1") == 7
+
+
+def test_transaction_ids_are_version_4_uuids_spelled_as_uuid_spells_them() -> None:
+    ids = [commit_module._txn_id() for _ in range(2_000)]
+    assert len(set(ids)) == len(ids)
+    for txn_id in ids:
+        parsed = uuid.UUID(txn_id)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == txn_id
