@@ -17,7 +17,10 @@ commit is linked, the next unnamed file in that directory is opened on a backgro
 and the next commit there only writes and links it (as a database prepares its next log
 segment). At most :data:`SPARES_AT_MOST` such files are open per process; a spare is never
 used by another process (a forked child opens its own), and the kernel frees it with the
-process.
+process. Where opening is fast, handing the work to another thread and back costs a commit
+more than the open itself, so a directory gets files opened ahead only while its opens take
+longer than :data:`OPEN_AHEAD_ABOVE_S`: each commit that opens its own file is timed, and while
+files are opened ahead one commit in :data:`PROBE_EVERY` opens its own to time it again.
 
 Paths are canonical local paths (see :class:`deltatx.storage.location.Location`, which turns
 table URIs and log paths into them).
@@ -30,6 +33,7 @@ import errno
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -134,6 +138,55 @@ def _take_spare(directory: str) -> int | None:
         return None
 
 
+# A directory gets its files opened ahead while opening one there takes longer than this: the
+# hand-over to the background thread and back costs a commit tens of microseconds.
+OPEN_AHEAD_ABOVE_S = 100e-6
+# While files are opened ahead in a directory, one commit in this many opens its own (timed).
+PROBE_EVERY = 16
+_COSTS_AT_MOST = 64
+
+
+class _OpenCost:
+    """How long opening an unnamed file took in one directory, on average of recent opens."""
+
+    __slots__ = ("average", "since_probe")
+
+    def __init__(self, seconds: float) -> None:
+        self.average = seconds
+        self.since_probe = 0
+
+
+# Per directory (the most recently written), what opening there costs.
+_open_costs: OrderedDict[str, _OpenCost] = OrderedDict()
+_costs_lock = threading.Lock()
+
+
+def _note_open(directory: str, seconds: float) -> None:
+    """Records an open timed in ``directory``; recent opens count as much as all before."""
+    with _costs_lock:
+        cost = _open_costs.get(directory)
+        if cost is None:
+            _open_costs[directory] = _OpenCost(seconds)
+            if len(_open_costs) > _COSTS_AT_MOST:
+                _open_costs.popitem(last=False)
+        else:
+            cost.average = (cost.average + seconds) / 2
+            _open_costs.move_to_end(directory)
+
+
+def _worth_opening_ahead(directory: str) -> bool:
+    """Whether the next commit in ``directory`` should find its file opened ahead."""
+    with _costs_lock:
+        cost = _open_costs.get(directory)
+        if cost is None or cost.average <= OPEN_AHEAD_ABOVE_S:
+            return False
+        cost.since_probe += 1
+        if cost.since_probe >= PROBE_EVERY:
+            cost.since_probe = 0
+            return False  # the next commit opens its own, timed
+        return True
+
+
 def _prepare_spare(directory: str) -> None:
     """Starts opening the next unnamed file in ``directory``.
 
@@ -175,8 +228,8 @@ class LocalLogStore:
         Args:
             fsync: False trades durability for speed (tests, benchmarks).
             open_ahead: Whether a commit's unnamed file is opened on a background thread after
-                the previous commit in its directory (one descriptor kept per directory, at
-                most :data:`SPARES_AT_MOST` in the process).
+                the previous commit in its directory, where opening there is slow (one
+                descriptor kept per directory, at most :data:`SPARES_AT_MOST` in the process).
         """
         self._fsync = fsync
         self._open_ahead = open_ahead
@@ -255,7 +308,7 @@ class LocalLogStore:
         finally:
             os.close(fd)
         self._after_link(directory)
-        if self._open_ahead:
+        if self._open_ahead and _worth_opening_ahead(directory):
             _prepare_spare(directory)
         return True
 
@@ -263,11 +316,15 @@ class LocalLogStore:
         """An unnamed file in ``directory``, or None where the file system has none."""
         try:
             try:
-                return _open_tmpfile(directory)
+                started = time.perf_counter()
+                fd = _open_tmpfile(directory)
             except FileNotFoundError:
                 # The directory is created on first need: a commit then costs no extra calls.
                 os.makedirs(directory, exist_ok=True)
                 return _open_tmpfile(directory)
+            if self._open_ahead:
+                _note_open(directory, time.perf_counter() - started)
+            return fd
         except OSError as exc:
             if exc.errno not in _NO_TMPFILE:
                 raise

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -162,6 +163,12 @@ def test_a_crash_half_way_never_publishes_the_file(tmp_path: Path, unnamed: bool
         assert os.path.getsize(tmp_path / tmp) == 50_000
 
 
+@pytest.fixture
+def slow_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every open counts as slow, so every directory gets its files opened ahead."""
+    monkeypatch.setattr(local, "OPEN_AHEAD_ABOVE_S", -1.0)
+
+
 def _unnamed_files_open_in(directory: Path) -> int:
     """How many unnamed files this process holds open in ``directory``."""
     count = 0
@@ -179,7 +186,7 @@ def _settled() -> None:
 
 
 @needs_tmpfile
-def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path) -> None:
+def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path, slow_opens: None) -> None:
     store = LocalLogStore(fsync=False)
     store.write(f"{tmp_path}/0.json", b"zero")
     _settled()
@@ -206,7 +213,9 @@ def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path) -> None:
 
 
 @needs_tmpfile
-def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(tmp_path: Path) -> None:
+def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(
+    tmp_path: Path, slow_opens: None
+) -> None:
     store = LocalLogStore(fsync=False)
     release = threading.Event()
     busy = local._sync_pool().submit(release.wait, 30)  # the background thread is held
@@ -231,22 +240,26 @@ def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(tmp_path: Path) ->
 
 
 @needs_tmpfile
-def test_files_opened_ahead_are_bounded_and_only_with_open_ahead(tmp_path: Path) -> None:
+def test_files_opened_ahead_are_bounded_and_only_with_open_ahead(
+    tmp_path: Path, slow_opens: None
+) -> None:
     store = LocalLogStore(fsync=False)
     dirs = [tmp_path / f"t{i}" for i in range(local.SPARES_AT_MOST + 4)]
     for d in dirs:
+        d.mkdir()
         store.write(f"{d}/0.json", b"0")
     _settled()
     held = [_unnamed_files_open_in(d) for d in dirs]
     assert held == [0] * 4 + [1] * local.SPARES_AT_MOST  # the least recent were closed
     plain = tmp_path / "plain"
+    plain.mkdir()
     LocalLogStore(fsync=False, open_ahead=False).write(f"{plain}/0.json", b"0")
     _settled()
     assert _unnamed_files_open_in(plain) == 0
 
 
 @needs_tmpfile
-def test_a_forked_child_never_links_its_parents_file(tmp_path: Path) -> None:
+def test_a_forked_child_never_links_its_parents_file(tmp_path: Path, slow_opens: None) -> None:
     """Linking the parent's unnamed file would make one inode two commits."""
     store = LocalLogStore(fsync=False)
     store.write(f"{tmp_path}/0.json", b"parent 0")
@@ -265,7 +278,9 @@ def test_a_forked_child_never_links_its_parents_file(tmp_path: Path) -> None:
 
 
 @needs_tmpfile
-def test_a_file_opened_ahead_in_a_removed_directory_is_not_needed(tmp_path: Path) -> None:
+def test_a_file_opened_ahead_in_a_removed_directory_is_not_needed(
+    tmp_path: Path, slow_opens: None
+) -> None:
     store = LocalLogStore(fsync=False)
     log = tmp_path / "_delta_log"
     store.write(f"{log}/0.json", b"old table")
@@ -283,7 +298,7 @@ def test_a_file_opened_ahead_in_a_removed_directory_is_not_needed(tmp_path: Path
 
 @needs_tmpfile
 def test_a_commit_at_interpreter_exit_is_not_failed_by_opening_ahead(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow_opens: None
 ) -> None:
     """The commit is linked before the next file is asked for: that request must not fail it."""
     stopped = ThreadPoolExecutor(1)
@@ -292,3 +307,63 @@ def test_a_commit_at_interpreter_exit_is_not_failed_by_opening_ahead(
     LocalLogStore(fsync=False).write(f"{tmp_path}/0.json", b"zero")
     assert (tmp_path / "0.json").read_bytes() == b"zero"
     assert _unnamed_files_open_in(tmp_path) == 0
+
+
+def _commits_opening_their_own_file(
+    store: LocalLogStore, directory: Path, versions: range
+) -> list[int]:
+    """Writes ``versions`` one after another; the ones whose own thread opened a file."""
+    own: list[int] = []
+    real = local._open_tmpfile
+    caller = threading.get_ident()
+    version = -1
+
+    def spy(path: str) -> int:
+        if threading.get_ident() == caller:
+            own.append(version)
+        return real(path)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(local, "_open_tmpfile", spy)
+        for version in versions:
+            store.write(f"{directory}/{version}.json", b"%d" % version)
+            _settled()
+    return own
+
+
+@needs_tmpfile
+def test_where_opening_is_fast_no_file_is_opened_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "OPEN_AHEAD_ABOVE_S", 10.0)
+    store = LocalLogStore(fsync=False)
+    assert _commits_opening_their_own_file(store, tmp_path, range(5)) == [0, 1, 2, 3, 4]
+    assert _unnamed_files_open_in(tmp_path) == 0
+
+
+@needs_tmpfile
+def test_where_opening_is_slow_files_are_opened_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = local._open_tmpfile
+
+    def slow(directory: str) -> int:
+        time.sleep(2 * local.OPEN_AHEAD_ABOVE_S)
+        return real(directory)
+
+    monkeypatch.setattr(local, "_open_tmpfile", slow)
+    store = LocalLogStore(fsync=False)
+    # The first commit times its open; the next ones find theirs opened ahead.
+    assert _commits_opening_their_own_file(store, tmp_path, range(5)) == [0]
+    assert _unnamed_files_open_in(tmp_path) == 1
+
+
+@needs_tmpfile
+def test_while_files_are_opened_ahead_some_commits_time_their_own_open(
+    tmp_path: Path, slow_opens: None
+) -> None:
+    store = LocalLogStore(fsync=False)
+    every = local.PROBE_EVERY
+    own = _commits_opening_their_own_file(store, tmp_path, range(2 * every + 1))
+    assert own == [0, every, 2 * every]
+    assert sorted(os.listdir(tmp_path)) == sorted(f"{v}.json" for v in range(2 * every + 1))
