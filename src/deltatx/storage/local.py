@@ -211,9 +211,11 @@ def _prepare_spare(directory: str) -> None:
 def _forget_spares() -> None:
     # In a forked child the parent's spares are not this process's to link: the same inode
     # would become two commits. Their descriptors close with the child (they are CLOEXEC).
-    global _spares_lock
+    global _spares_lock, _costs_lock
     _spares.clear()
     _spares_lock = threading.Lock()
+    # A lock held by another thread at the fork would stay held in the child for good.
+    _costs_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_spares)

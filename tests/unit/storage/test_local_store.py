@@ -367,3 +367,27 @@ def test_while_files_are_opened_ahead_some_commits_time_their_own_open(
     own = _commits_opening_their_own_file(store, tmp_path, range(2 * every + 1))
     assert own == [0, every, 2 * every]
     assert sorted(os.listdir(tmp_path)) == sorted(f"{v}.json" for v in range(2 * every + 1))
+
+
+@needs_tmpfile
+def test_a_child_forked_while_opens_were_being_timed_still_commits(tmp_path: Path) -> None:
+    """The lock around the timings is made afresh in the child: the parent's stays held there."""
+    store = LocalLogStore(fsync=False)
+    with local._costs_lock:  # as if another thread were recording an open
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                store.write(f"{tmp_path}/0.json", b"child")
+            finally:
+                os._exit(0)
+    for _ in range(200):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child never committed")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (tmp_path / "0.json").read_bytes() == b"child"
