@@ -258,19 +258,24 @@ def test_files_opened_ahead_are_bounded_and_only_with_open_ahead(
     assert _unnamed_files_open_in(plain) == 0
 
 
+def _child_writes(store: LocalLogStore, path: str, data: bytes) -> int:
+    """Forks a child that writes ``data`` at ``path`` through ``store``, then exits; its pid."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            store.write(path, data)
+        finally:
+            os._exit(0)
+    return pid
+
+
 @needs_tmpfile
 def test_a_forked_child_never_links_its_parents_file(tmp_path: Path, slow_opens: None) -> None:
     """Linking the parent's unnamed file would make one inode two commits."""
     store = LocalLogStore(fsync=False)
     store.write(f"{tmp_path}/0.json", b"parent 0")
     _settled()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            store.write(f"{tmp_path}/1.json", b"child 1")
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+    os.waitpid(_child_writes(store, f"{tmp_path}/1.json", b"child 1"), 0)
     store.write(f"{tmp_path}/2.json", b"parent 2")
     assert (tmp_path / "1.json").read_bytes() == b"child 1"
     assert (tmp_path / "2.json").read_bytes() == b"parent 2"
@@ -374,12 +379,7 @@ def test_a_child_forked_while_opens_were_being_timed_still_commits(tmp_path: Pat
     """The lock around the timings is made afresh in the child: the parent's stays held there."""
     store = LocalLogStore(fsync=False)
     with local._costs_lock:  # as if another thread were recording an open
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                store.write(f"{tmp_path}/0.json", b"child")
-            finally:
-                os._exit(0)
+        pid = _child_writes(store, f"{tmp_path}/0.json", b"child")
     for _ in range(200):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
