@@ -91,6 +91,11 @@ class TableConfiguration:
         check_constraints: The CHECK constraints the properties declare.
         generated_columns: The generated columns the schema declares.
         identity_columns: The names of the identity columns the schema declares.
+        physical_partition_columns: The partition columns as ``partitionValues`` keys spell
+            them.
+        in_commit_timestamps: Whether commits record ``inCommitTimestamp``: the feature is
+            there and enabled.
+        unwritable: Why deltatx cannot write the table (message and feature), or None.
     """
 
     protocol: ProtocolAction
@@ -106,6 +111,9 @@ class TableConfiguration:
     check_constraints: tuple[CheckConstraint, ...]
     generated_columns: tuple[GeneratedColumn, ...] = ()
     identity_columns: tuple[str, ...] = ()
+    physical_partition_columns: tuple[str, ...] = ()
+    in_commit_timestamps: bool = False
+    unwritable: tuple[str, str | None] | None = None
 
     @classmethod
     def of(cls, protocol: ProtocolAction, metadata: Metadata) -> TableConfiguration:
@@ -122,13 +130,21 @@ class TableConfiguration:
             for key, value in sorted(conf.items())
             if key.lower().startswith(CONSTRAINT_PREFIX)
         )
+        writer = writer_features(protocol)
+        # Every commit asks these; they are answered once per protocol and metadata.
+        try:
+            check_writable(protocol, metadata)
+            unwritable = None
+        except UnsupportedFeatureError as exc:
+            unwritable = (str(exc), exc.feature)
+        ict = conf.get(IN_COMMIT_TIMESTAMPS, "false").strip().lower() == "true"
         return cls(
             protocol=protocol,
             metadata=metadata,
             schema=schema,
             properties=TableProperties.from_configuration(conf),
             reader_features=reader_features(protocol),
-            writer_features=writer_features(protocol),
+            writer_features=writer,
             column_mapping_mode=mode,
             physical_schema=physical_schema(schema, mode),
             change_data_feed=conf.get(CHANGE_DATA_FEED, "false").strip().lower() == "true",
@@ -136,6 +152,9 @@ class TableConfiguration:
             check_constraints=constraints,
             generated_columns=generated_columns(schema),
             identity_columns=identity_columns(schema),
+            physical_partition_columns=tuple(physical_columns(schema, metadata.partition_columns)),
+            in_commit_timestamps=ict and "inCommitTimestamp" in writer,
+            unwritable=unwritable,
         )
 
     @property
@@ -149,20 +168,9 @@ class TableConfiguration:
         return is_mapped(self.column_mapping_mode)
 
     @property
-    def physical_partition_columns(self) -> tuple[str, ...]:
-        """The partition columns as ``partitionValues`` keys spell them."""
-        return tuple(physical_columns(self.schema, self.partition_columns))
-
-    @property
     def deletion_vectors_enabled(self) -> bool:
         """Whether DML writes deletion vectors: the property is on and the protocol names them."""
         return self.properties.enable_deletion_vectors and "deletionVectors" in self.writer_features
-
-    @property
-    def in_commit_timestamps(self) -> bool:
-        """Whether commits record ``inCommitTimestamp``: the feature is there and enabled."""
-        enabled = self.metadata.configuration.get(IN_COMMIT_TIMESTAMPS, "false")
-        return enabled.strip().lower() == "true" and "inCommitTimestamp" in self.writer_features
 
     def in_commit_timestamps_enabled_by(self, previous: TableConfiguration | None) -> bool:
         """Whether a commit moving from ``previous`` to this configuration turns them on.
@@ -202,7 +210,9 @@ class TableConfiguration:
             UnsupportedFeatureError: The protocol requires something deltatx does not implement;
                 the error names the feature.
         """
-        check_writable(self.protocol, self.metadata)
+        if self.unwritable is not None:
+            message, feature = self.unwritable
+            raise UnsupportedFeatureError(message, feature=feature)
 
     @property
     def constraint_checks(self) -> tuple[tuple[str, str], ...]:

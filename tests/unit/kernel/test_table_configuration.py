@@ -107,9 +107,25 @@ def test_check_constraints_come_from_properties() -> None:
 
 def test_unknown_writer_feature_makes_the_table_unwritable() -> None:
     c = config(ProtocolAction(3, 7, (), ("futureWriter",)))
-    with pytest.raises(UnsupportedFeatureError, match="futureWriter"):
-        c.check_writable()
+    # Decided once per configuration; each check raises a fresh error naming the feature.
+    errors = []
+    for _ in range(2):
+        with pytest.raises(UnsupportedFeatureError, match="futureWriter") as info:
+            c.check_writable()
+        errors.append(info.value)
+    assert [e.feature for e in errors] == ["futureWriter", "futureWriter"]
+    assert errors[0] is not errors[1]
     config(DV).check_writable()
+
+
+def test_partition_columns_are_spelled_as_partition_values_keys() -> None:
+    mapped = schema(
+        ("id", "long", {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "c1"}),
+        ("p", "string", {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "c2"}),
+    )
+    on = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}
+    assert config(ProtocolAction(2, 5), on, mapped).physical_partition_columns == ("c2",)
+    assert config().physical_partition_columns == ("p",)
 
 
 def test_unparsable_schema_is_refused() -> None:
