@@ -31,12 +31,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import stat
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from deltatx.storage.faults import fault_point, faults_armed
 from deltatx.storage.log_store import FileAlreadyExistsError, FileStatus
@@ -110,32 +112,75 @@ def _open_tmpfile(directory: str) -> int:
 SPARES_AT_MOST = 8
 
 
-def _close_opened(opening: Future[int]) -> None:
-    # The kernel frees an unnamed file with its last descriptor.
-    if opening.exception() is None:
-        os.close(opening.result())
+class _OpenAhead:
+    """The thread that opens unnamed files ahead of commits: one per process, made on need.
+
+    A commit hands it a request through a queue and never waits for it; the file it opens
+    is found by a later commit in the same directory, if it is ready by then. A future per
+    request, as an executor makes, cost a commit tens of microseconds.
+    """
+
+    __slots__ = ("requests",)
+
+    def __init__(self) -> None:
+        self.requests: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="deltatx-open-ahead", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            request = self.requests.get()
+            # A request that fails leaves the next commit to open its own file.
+            with contextlib.suppress(Exception):
+                request()
 
 
-# Per directory, the next unnamed file being opened there on the background thread.
-_spares: OrderedDict[str, Future[int]] = OrderedDict()
+_opener: _OpenAhead | None = None
+_opener_lock = threading.Lock()
+
+
+def _open_ahead_thread() -> _OpenAhead:
+    """This process's open-ahead thread.
+
+    Raises:
+        RuntimeError: The interpreter is shutting down and starts no thread.
+    """
+    global _opener
+    opener = _opener
+    if opener is None:
+        with _opener_lock:
+            if _opener is None:
+                _opener = _OpenAhead()
+            opener = _opener
+    return opener
+
+
+# Per directory, the next unnamed file, opened there ahead by the open-ahead thread.
+_spares: OrderedDict[str, int] = OrderedDict()
 _spares_lock = threading.Lock()
 
 
 def _take_spare(directory: str) -> int | None:
-    """The spare unnamed file opened in ``directory`` by this process, if there is one."""
+    """The unnamed file opened ahead in ``directory`` by this process, if one is ready."""
     with _spares_lock:
-        spare = _spares.pop(directory, None)
-    if spare is None:
-        return None
-    # A spare the background thread has not started (it waits for the interpreter lock,
-    # which the committing thread has held since) would cost a hand-over each way; the
-    # commit opens its own file instead.
-    if not spare.done() and spare.cancel():
-        return None
-    try:
-        return spare.result()
-    except OSError:
-        return None
+        return _spares.pop(directory, None)
+
+
+def _open_spare(directory: str) -> None:
+    """On the open-ahead thread: opens the next unnamed file in ``directory`` and keeps it.
+
+    Beyond :data:`SPARES_AT_MOST`, the file of the directory least recently written is closed;
+    so is an earlier file of the same directory (two threads committing there).
+    """
+    fd = _open_tmpfile(directory)
+    with _spares_lock:
+        replaced = _spares.pop(directory, None)
+        _spares[directory] = fd
+        closing = [_spares.popitem(last=False)[1] for _ in range(len(_spares) - SPARES_AT_MOST)]
+    if replaced is not None:
+        closing.append(replaced)
+    for old in closing:
+        # The kernel frees an unnamed file with its last descriptor.
+        os.close(old)
 
 
 # A directory gets its files opened ahead while opening one there takes longer than this: the
@@ -188,32 +233,26 @@ def _worth_opening_ahead(directory: str) -> bool:
 
 
 def _prepare_spare(directory: str) -> None:
-    """Starts opening the next unnamed file in ``directory``.
+    """Asks the open-ahead thread for the next unnamed file in ``directory``.
 
-    Beyond :data:`SPARES_AT_MOST`, the spare of the directory least recently written is closed.
     Called once a commit is linked, so it never fails: at interpreter exit nothing is opened.
     """
     try:
-        spare = _sync_pool().submit(_open_tmpfile, directory)
-    except RuntimeError:  # the interpreter is shutting down and starts no more work
+        opener = _open_ahead_thread()
+    except RuntimeError:  # the interpreter is shutting down and starts no thread
         return
-    with _spares_lock:
-        # Two threads committing in one directory: the later spare replaces the earlier.
-        replaced = _spares.pop(directory, None)
-        _spares[directory] = spare
-        evicted = [_spares.popitem(last=False)[1] for _ in range(len(_spares) - SPARES_AT_MOST)]
-    if replaced is not None:
-        evicted.append(replaced)
-    for old in evicted:
-        old.add_done_callback(_close_opened)
+    opener.requests.put(partial(_open_spare, directory))
 
 
 def _forget_spares() -> None:
     # In a forked child the parent's spares are not this process's to link: the same inode
     # would become two commits. Their descriptors close with the child (they are CLOEXEC).
-    global _spares_lock, _costs_lock
+    global _spares_lock, _costs_lock, _opener, _opener_lock
     _spares.clear()
     _spares_lock = threading.Lock()
+    # The parent's open-ahead thread does not exist here; the child makes its own on need.
+    _opener = None
+    _opener_lock = threading.Lock()
     # A lock held by another thread at the fork would stay held in the child for good.
     _costs_lock = threading.Lock()
 

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +181,10 @@ def _unnamed_files_open_in(directory: Path) -> int:
 
 
 def _settled() -> None:
-    """Waits for the background thread to finish opening the files asked of it."""
-    local._sync_pool().submit(lambda: None).result()
+    """Waits for the open-ahead thread to finish opening the files asked of it."""
+    done = threading.Event()
+    local._open_ahead_thread().requests.put(done.set)
+    assert done.wait(30)
 
 
 @needs_tmpfile
@@ -218,7 +220,7 @@ def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(
 ) -> None:
     store = LocalLogStore(fsync=False)
     release = threading.Event()
-    busy = local._sync_pool().submit(release.wait, 30)  # the background thread is held
+    local._open_ahead_thread().requests.put(partial(release.wait, 30))  # the thread is held
     try:
         store.write(f"{tmp_path}/0.json", b"zero")  # its next file waits behind ``busy``
         done = threading.Event()
@@ -231,10 +233,9 @@ def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(
         writer.join()
     finally:
         release.set()
-        busy.result()
     _settled()
     assert (tmp_path / "1.json").read_bytes() == b"one"
-    # The spare of commit 0 was never opened; commit 1's spare is the only file held.
+    # Commit 1's file opened ahead replaced commit 0's: one file is held.
     assert _unnamed_files_open_in(tmp_path) == 1
     assert sorted(os.listdir(tmp_path)) == ["0.json", "1.json"]
 
@@ -306,9 +307,12 @@ def test_a_commit_at_interpreter_exit_is_not_failed_by_opening_ahead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow_opens: None
 ) -> None:
     """The commit is linked before the next file is asked for: that request must not fail it."""
-    stopped = ThreadPoolExecutor(1)
-    stopped.shutdown()
-    monkeypatch.setattr(local, "_sync_pool", lambda: stopped)
+
+    def no_thread() -> local._OpenAhead:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(local, "_opener", None)
+    monkeypatch.setattr(local, "_OpenAhead", no_thread)
     LocalLogStore(fsync=False).write(f"{tmp_path}/0.json", b"zero")
     assert (tmp_path / "0.json").read_bytes() == b"zero"
     assert _unnamed_files_open_in(tmp_path) == 0
