@@ -118,13 +118,17 @@ class ReadTracker:
 
     def freeze(self) -> ReadSet:
         """The read set as recorded so far."""
+        files, row_level, app_ids = self._files, self._row_level, self._app_ids
+        # Every commit freezes its tracker, and a blind append's recorded no file or row.
         return ReadSet(
             predicates=tuple(self._predicates),
-            read_files=MappingProxyType(dict(self._files)),
+            read_files=MappingProxyType(dict(files)) if files else _NO_FILES,
             read_whole_table=self._whole_table,
-            read_app_ids=frozenset(self._app_ids),
+            read_app_ids=frozenset(app_ids) if app_ids else _NO_APP_IDS,
             read_metadata=self._metadata,
-            row_level_rows=RowSets({p: tuple(r) for p, r in self._row_level.items()}),
+            row_level_rows=(
+                RowSets({p: tuple(r) for p, r in row_level.items()}) if row_level else _NO_ROWS
+            ),
             row_level_fallback=self._fallback,
         )
 
@@ -163,6 +167,11 @@ class RowSets(Mapping[str, frozenset[int]]):
     def __len__(self) -> int:
         """How many paths were recorded."""
         return len(self._recorded)
+
+
+_NO_FILES: Mapping[str, AddFile] = MappingProxyType({})
+_NO_APP_IDS: frozenset[str] = frozenset()
+_NO_ROWS = RowSets({})
 
 
 def is_blind_append(actions: Iterable[Action], read_set: ReadSet) -> bool:
