@@ -89,6 +89,10 @@ def check_commit(
     # (an add whose partition values differ, fewer distinct keys than adds, any remove or
     # txn); check_structure finds and names the fault after the rules, as before.
     partition_columns = set(configuration.physical_partition_columns)
+    width = len(partition_columns)
+    # With one partition column (the usual case) one key that is its name is the same test as
+    # comparing the keys with the set, in fewer steps: it runs for every added file.
+    only = next(iter(partition_columns)) if width == 1 else None
     # A file's key is its path, or (path, vector id) when it has a deletion vector.
     plain: list[str] = []
     plain_key = plain.append
@@ -105,7 +109,12 @@ def check_commit(
                 with_dvs.append((a.path, dv.unique_id))
             values = a.partition_values
             # Anything but a dict is left to check_structure, to fail there as it always did.
-            if type(values) is not dict or values.keys() != partition_columns:
+            if (
+                type(values) is not dict
+                or len(values) != width
+                or (only is not None and only not in values)
+                or (width > 1 and values.keys() != partition_columns)
+            ):
                 suspect = True
         elif isinstance(a, AddCDCFile):
             if table_root is not None:

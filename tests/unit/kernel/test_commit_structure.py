@@ -32,11 +32,14 @@ SCHEMA = json.dumps(
         "fields": [
             {"name": "id", "type": "long", "nullable": True, "metadata": {}},
             {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "q", "type": "string", "nullable": True, "metadata": {}},
         ],
     }
 )
 PROTOCOL = ProtocolAction(3, 7, ("deletionVectors",), ("deletionVectors",))
 PARTITIONED = TableConfiguration.of(PROTOCOL, Metadata("t", SCHEMA, ("p",), {}))
+UNPARTITIONED = TableConfiguration.of(PROTOCOL, Metadata("t", SCHEMA, (), {}))
+TWO_COLUMNS = TableConfiguration.of(PROTOCOL, Metadata("t", SCHEMA, ("p", "q"), {}))
 WRITE = Operation(OperationName.WRITE)
 
 
@@ -100,7 +103,17 @@ def _outcome(call: object) -> tuple[type[BaseException], str] | None:
 
 
 paths = st.sampled_from(["a.parquet", "b.parquet", "p=a/c.parquet", "../x.parquet", "d e.parquet"])
-values = st.sampled_from([{"p": "a"}, {"p": None}, {}, {"q": "a"}, {"p": "a", "q": "b"}])
+values = st.sampled_from(
+    [
+        {"p": "a"},
+        {"p": None},
+        {},
+        {"q": "a"},
+        {"p": "a", "q": "b"},
+        {"q": "b", "p": "a"},
+        {"id": "1", "q": "b"},
+    ]
+)
 file_actions = st.one_of(
     st.builds(add, paths, values),
     st.builds(add, paths, values, deletion_vector=st.builds(dv, st.integers(1, 2))),
@@ -110,15 +123,23 @@ file_actions = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(file_actions, max_size=6))
-def test_one_pass_raises_what_rules_then_structure_raise(actions: list[Action]) -> None:
-    """The merged pass gives the outcome of the two passes it replaced, message included."""
+@given(
+    st.sampled_from([PARTITIONED, UNPARTITIONED, TWO_COLUMNS]), st.lists(file_actions, max_size=6)
+)
+def test_one_pass_raises_what_rules_then_structure_raise(
+    configuration: TableConfiguration, actions: list[Action]
+) -> None:
+    """The merged pass gives the outcome of the two passes it replaced, message included.
+
+    With no partition column, one, or two: the pass tests the partition values' keys in a
+    way of its own for each width.
+    """
 
     def two_passes() -> None:
-        check_commit(PARTITIONED, actions, WRITE, table_root=ROOT)
-        check_structure(PARTITIONED, actions)
+        check_commit(configuration, actions, WRITE, table_root=ROOT)
+        check_structure(configuration, actions)
 
     merged = _outcome(
-        lambda: check_commit(PARTITIONED, actions, WRITE, table_root=ROOT, structure=True)
+        lambda: check_commit(configuration, actions, WRITE, table_root=ROOT, structure=True)
     )
     assert merged == _outcome(two_passes)
