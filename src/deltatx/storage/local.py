@@ -156,6 +156,9 @@ def _open_ahead_thread() -> _OpenAhead:
 
 # Per directory, the next unnamed file, opened there ahead by the open-ahead thread.
 _spares: OrderedDict[str, int] = OrderedDict()
+# Directories with a request queued and not yet started: one is enough, however many commits
+# pass meanwhile, so the queue stays as short as the number of directories.
+_asked: set[str] = set()
 _spares_lock = threading.Lock()
 
 
@@ -171,6 +174,8 @@ def _open_spare(directory: str) -> None:
     Beyond :data:`SPARES_AT_MOST`, the file of the directory least recently written is closed;
     so is an earlier file of the same directory (two threads committing there).
     """
+    with _spares_lock:
+        _asked.discard(directory)
     fd = _open_tmpfile(directory)
     with _spares_lock:
         replaced = _spares.pop(directory, None)
@@ -241,6 +246,10 @@ def _prepare_spare(directory: str) -> None:
         opener = _open_ahead_thread()
     except RuntimeError:  # the interpreter is shutting down and starts no thread
         return
+    with _spares_lock:
+        if directory in _asked:
+            return
+        _asked.add(directory)
     opener.requests.put(partial(_open_spare, directory))
 
 
@@ -249,6 +258,7 @@ def _forget_spares() -> None:
     # would become two commits. Their descriptors close with the child (they are CLOEXEC).
     global _spares_lock, _costs_lock, _opener, _opener_lock
     _spares.clear()
+    _asked.clear()
     _spares_lock = threading.Lock()
     # The parent's open-ahead thread does not exist here; the child makes its own on need.
     _opener = None

@@ -241,6 +241,27 @@ def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(
 
 
 @needs_tmpfile
+def test_commits_faster_than_the_thread_queue_one_request_per_directory(
+    tmp_path: Path, slow_opens: None
+) -> None:
+    """A thread that falls behind must not accumulate a request (and an open) per commit."""
+    store = LocalLogStore(fsync=False)
+    opener = local._open_ahead_thread()
+    release, held = threading.Event(), threading.Event()
+    opener.requests.put(lambda: (held.set(), release.wait(30)))
+    assert held.wait(10)  # the thread is busy; whatever is asked now waits in the queue
+    try:
+        for version in range(40):
+            store.write(f"{tmp_path}/{version}.json", b"%d" % version)
+        assert opener.requests.qsize() == 1
+    finally:
+        release.set()
+    _settled()
+    assert _unnamed_files_open_in(tmp_path) == 1
+    assert len(os.listdir(tmp_path)) == 40
+
+
+@needs_tmpfile
 def test_files_opened_ahead_are_bounded_and_only_with_open_ahead(
     tmp_path: Path, slow_opens: None
 ) -> None:
