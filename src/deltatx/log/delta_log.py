@@ -311,7 +311,7 @@ class DeltaLog:
             # The snapshot's own commit is gone (log cleanup): only a fresh load can tell.
             latest = self.snapshot()
             return snapshot if latest.version == snapshot.version else latest
-        state, ts = replay(snapshot.state(), commits, table=self.table_path)
+        state, ts = replay(snapshot.state_to_update(), commits, table=self.table_path)
         version = commits[-1].version
         if ts is None:
             ts = self._commit_timestamp(version, None)

@@ -10,6 +10,7 @@ codec only runs for the rare actions and to pinpoint the line of a malformed one
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,11 @@ _FLUSH_RECORDS = 16_384
 # not leave thousands of tiny chunks behind.
 _MAX_CHUNKS = 64
 
+# A table state this large, updated a second time in a row, gets a set of its live file keys,
+# so that later updates find the files a commit replaces by looking up that commit's keys
+# rather than by matching every live key against them (about 1 ms per 100,000 files).
+INDEX_FROM_FILES = 16_384
+
 
 @dataclass(slots=True)
 class CommitData:
@@ -71,6 +77,10 @@ class TableState:
     tombstone_keys: pa.ChunkedArray | pa.Array
     app_transactions: dict[str, SetTransaction] = field(default_factory=dict)
     domain_metadata: dict[str, DomainMetadata] = field(default_factory=dict)
+    # Exactly the values of ``file_keys`` when set; one state holds a given set at a time.
+    file_index: set[str] | None = None
+    # How many incremental updates in a row led to this state (0 after a full load).
+    updates: int = 0
 
 
 def empty_state() -> TableState:
@@ -202,6 +212,8 @@ def replay(
         tombstone_keys=base.tombstone_keys,
         app_transactions=txns,
         domain_metadata=domains,
+        file_index=base.file_index,
+        updates=base.updates,
     )
     if len(batch):
         _apply_files(state, batch, table)
@@ -256,7 +268,13 @@ def _apply_files(state: TableState, batch: FileActionBatch, table: str) -> None:
         adds, add_keys, removes, remove_keys = _newest_only(
             adds, add_keys, removes, remove_keys, batch
         )
-    state.files, state.file_keys = _merge(state.files, state.file_keys, touched, adds, add_keys)
+    index = state.file_index
+    if index is None and state.updates >= 2 and state.files.num_rows >= INDEX_FROM_FILES:
+        index = set(state.file_keys.to_pylist())
+    state.files, state.file_keys = _merge(
+        state.files, state.file_keys, touched, adds, add_keys, index=index
+    )
+    state.file_index = index
     state.tombstones, state.tombstone_keys = _merge(
         state.tombstones, state.tombstone_keys, touched, removes, remove_keys
     )
@@ -268,13 +286,29 @@ def _merge(
     touched: pa.Array,
     new: pa.Table,
     new_keys: pa.Array,
+    *,
+    index: set[str] | None = None,
 ) -> tuple[pa.Table, pa.ChunkedArray]:
+    """The state's rows whose key the batch touched give way to the batch's ``new`` rows.
+
+    With ``index`` (the set of ``keys``), it is looked up for the touched keys and then made
+    the set of the merged keys.
+    """
     if isinstance(keys, pa.Array):
         keys = pa.chunked_array([keys], type=pa.string())
-    if table.num_rows:
+    if index is None:
+        touched_keys: list[str] = []
+        replaces = table.num_rows > 0
+    else:
+        touched_keys = touched.to_pylist()
+        replaces = not index.isdisjoint(touched_keys)
+    if replaces:
         hits = pc.is_in(keys, value_set=touched)
         if pc.any(hits).as_py():
             table, keys = _drop_rows(table, keys, hits)
+    if index is not None:
+        index.difference_update(touched_keys)
+        index.update(new_keys.to_pylist())
     merged = pa.concat_tables([table, new]) if new.num_rows else table
     merged_keys = pa.chunked_array([*keys.chunks, new_keys], type=pa.string())
     if merged.column(0).num_chunks > _MAX_CHUNKS:
@@ -305,6 +339,9 @@ def _drop_rows(
     return pa.concat_tables(pieces), pa.chunked_array(key_pieces, type=pa.string())
 
 
+_INDEX_MOVE = threading.Lock()
+
+
 class Snapshot:
     """The state of a table at one version: a value, read by :class:`DeltaLog`.
 
@@ -327,6 +364,7 @@ class Snapshot:
 
     __slots__ = (
         "_add_files",
+        "_file_index",
         "_file_keys",
         "_properties",
         "_schema",
@@ -334,6 +372,7 @@ class Snapshot:
         "_timestamp",
         "_tombstone_keys",
         "_tombstones",
+        "_updates",
         "app_transactions",
         "domain_metadata",
         "files",
@@ -367,6 +406,8 @@ class Snapshot:
         self.app_transactions: dict[str, SetTransaction] = state.app_transactions
         self.domain_metadata: dict[str, DomainMetadata] = state.domain_metadata
         self._file_keys = state.file_keys
+        self._file_index = state.file_index
+        self._updates = state.updates
         self._tombstones: pa.Table = state.tombstones
         self._tombstone_keys = state.tombstone_keys
         self._timestamp = timestamp
@@ -395,6 +436,18 @@ class Snapshot:
             app_transactions=self.app_transactions,
             domain_metadata=self.domain_metadata,
         )
+
+    def state_to_update(self) -> TableState:
+        """The reconciled state for an incremental update, with the set of live file keys.
+
+        The set moves to the state (the update changes it in place): a second update from
+        this snapshot matches keys in Arrow, as the first did before the set was made.
+        """
+        state = self.state()
+        with _INDEX_MOVE:
+            state.file_index, self._file_index = self._file_index, None
+        state.updates = self._updates + 1
+        return state
 
     @property
     def timestamp(self) -> int:

@@ -289,3 +289,52 @@ def test_replay_gives_the_same_state_whenever_it_turns_records_into_chunks(
     assert sorted(chunked.tombstone_table().column("path").to_pylist()) == sorted(
         whole.tombstone_table().column("path").to_pylist()
     )
+
+
+_SPELLINGS = ["f0.parquet", "f1.parquet", "f 2.parquet", "f%202.parquet", "f3.parquet"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    history=st.lists(
+        st.lists(st.tuples(st.booleans(), st.integers(0, 4)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=10,
+    ),
+    branch_at=st.integers(0, 9),
+)
+def test_updates_with_the_set_of_live_keys_give_a_full_load_s_state(
+    history: list[list[tuple[bool, int]]], branch_at: int
+) -> None:
+    """From the second update in a row a large state keeps a set of its live file keys (here
+    every state, however small); each update's files and tombstones must be a full load's.
+
+    The set moves to the newer snapshot, so an update from an older one (``branch_at``)
+    matches keys in Arrow: it must give the same state too.
+    """
+    store, log = _log()
+    create(store, ROOT, add("f0.parquet"))
+    snap = log.snapshot()
+    older = snap
+
+    def state(s: Snapshot) -> tuple[list[tuple[str, int]], list[str]]:
+        tombstones = sorted(s.tombstone_table().column("path").to_pylist())
+        return sorted((f.path, f.size) for f in s.add_files()), tombstones
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(snapshot_module, "INDEX_FROM_FILES", 0)
+        for version, actions in enumerate(history, start=1):
+            staged = [
+                add(_SPELLINGS[n], size=version) if is_add else remove(_SPELLINGS[n])
+                for is_add, n in actions
+            ]
+            write_commit(store, ROOT, version, [info(1_000 + version), *staged])
+            if version == branch_at:
+                older = snap
+            snap = log.update(snap)
+            full = DeltaLog.for_table(ROOT, store=store).snapshot()
+            assert state(snap) == state(full)
+            index = snap._file_index
+            assert index is None or index == set(snap._file_keys.to_pylist())
+            assert (index is not None) == (version >= 2)
+        assert state(log.update(older)) == state(snap)
