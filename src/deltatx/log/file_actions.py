@@ -209,8 +209,8 @@ def _table(
     for _, wire, arrow_type in fields:
         values = list(map(attrgetter(wire), records))
         if values.count(None) == n:
-            # Optional fields are mostly absent: a column of nulls is made in a third of the
-            # time a list of Nones takes to convert (which an update of one commit pays).
+            # Optional fields are mostly absent: a column of nulls is made in a fifth of the
+            # time a list of Nones of a map or struct type takes to convert.
             columns.append(pa.nulls(n, type=arrow_type))
             continue
         if arrow_type == _state.DV_TYPE:
