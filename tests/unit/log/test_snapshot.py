@@ -255,15 +255,19 @@ def test_skipping_on_the_state_table_keeps_the_files_file_may_match_keeps(
     assert [f.path for f in fresh.scan_files(predicate)] == expected
 
 
+def _histories(files: int, versions: int) -> st.SearchStrategy[list[list[tuple[bool, int]]]]:
+    """Commits of up to four actions: (add or remove, which of ``files`` files)."""
+    action = st.tuples(st.booleans(), st.integers(0, files - 1))
+    return st.lists(st.lists(action, min_size=1, max_size=4), min_size=1, max_size=versions)
+
+
+def _files_and_tombstones(s: Snapshot) -> tuple[list[tuple[str, int]], list[str]]:
+    files = sorted((f.path, f.size) for f in s.add_files())
+    return files, sorted(s.tombstone_table().column("path").to_pylist())
+
+
 @settings(max_examples=30, deadline=None)
-@given(
-    history=st.lists(
-        st.lists(st.tuples(st.booleans(), st.integers(0, 5)), min_size=1, max_size=4),
-        min_size=1,
-        max_size=8,
-    ),
-    flush_every=st.integers(1, 6),
-)
+@given(history=_histories(6, 8), flush_every=st.integers(1, 6))
 def test_replay_gives_the_same_state_whenever_it_turns_records_into_chunks(
     history: list[list[tuple[bool, int]]], flush_every: int
 ) -> None:
@@ -282,27 +286,14 @@ def test_replay_gives_the_same_state_whenever_it_turns_records_into_chunks(
         patch.setattr(snapshot_module, "_FLUSH_RECORDS", flush_every)
         chunked = DeltaLog.for_table(ROOT, store=store).snapshot()
 
-    def files(s: Snapshot) -> list[tuple[str, int]]:
-        return sorted((f.path, f.size) for f in s.add_files())
-
-    assert files(chunked) == files(whole)
-    assert sorted(chunked.tombstone_table().column("path").to_pylist()) == sorted(
-        whole.tombstone_table().column("path").to_pylist()
-    )
+    assert _files_and_tombstones(chunked) == _files_and_tombstones(whole)
 
 
 _SPELLINGS = ["f0.parquet", "f1.parquet", "f 2.parquet", "f%202.parquet", "f3.parquet"]
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    history=st.lists(
-        st.lists(st.tuples(st.booleans(), st.integers(0, 4)), min_size=1, max_size=4),
-        min_size=1,
-        max_size=10,
-    ),
-    branch_at=st.integers(0, 9),
-)
+@given(history=_histories(len(_SPELLINGS), 10), branch_at=st.integers(0, 9))
 def test_updates_with_the_set_of_live_keys_give_a_full_load_s_state(
     history: list[list[tuple[bool, int]]], branch_at: int
 ) -> None:
@@ -316,11 +307,6 @@ def test_updates_with_the_set_of_live_keys_give_a_full_load_s_state(
     create(store, ROOT, add("f0.parquet"))
     snap = log.snapshot()
     older = snap
-
-    def state(s: Snapshot) -> tuple[list[tuple[str, int]], list[str]]:
-        tombstones = sorted(s.tombstone_table().column("path").to_pylist())
-        return sorted((f.path, f.size) for f in s.add_files()), tombstones
-
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(snapshot_module, "INDEX_FROM_FILES", 0)
         for version, actions in enumerate(history, start=1):
@@ -333,8 +319,8 @@ def test_updates_with_the_set_of_live_keys_give_a_full_load_s_state(
                 older = snap
             snap = log.update(snap)
             full = DeltaLog.for_table(ROOT, store=store).snapshot()
-            assert state(snap) == state(full)
+            assert _files_and_tombstones(snap) == _files_and_tombstones(full)
             index = snap._file_index
             assert index is None or index == set(snap._file_keys.to_pylist())
             assert (index is not None) == (version >= 2)
-        assert state(log.update(older)) == state(snap)
+        assert _files_and_tombstones(log.update(older)) == _files_and_tombstones(snap)
