@@ -425,7 +425,7 @@ class Snapshot:
         return f"Snapshot({self.table_path!r}, version={self.version}, files={self.num_files})"
 
     def state(self) -> TableState:
-        """The reconciled state (for incremental updates and checkpoints)."""
+        """The reconciled state (for checkpoints; updates take :meth:`state_to_update`)."""
         return TableState(
             protocol=self.protocol,
             metadata=self.metadata,

@@ -374,26 +374,21 @@ def test_commit_bytes_are_the_standard_encoding(batch: list[Action]) -> None:
     assert serialize_commit(batch) == standard.encode("utf-8")
 
 
-def test_an_add_the_fast_encoder_refuses_leaves_its_neighbours_standard() -> None:
-    """A run of plain adds is written by one encoder call; one add it refuses (a partition
-    value keyed by None) must send the run to the per-action path, bytes unchanged."""
-    good = AddFile(
-        path="a",
-        partition_values={"p": "1"},
+def _plain(path: str, values: dict[Any, str]) -> AddFile:
+    return AddFile(
+        path=path,
+        partition_values=values,
         size=1,
         modification_time=2,
         data_change=True,
         stats="{}",
     )
-    odd = AddFile(
-        path="b",
-        partition_values={None: "x"},
-        size=1,
-        modification_time=2,
-        data_change=True,
-        stats="{}",
-    )  # type: ignore[dict-item]
-    batch = [good, odd, good]
+
+
+def test_an_add_the_fast_encoder_refuses_leaves_its_neighbours_standard() -> None:
+    """A run of plain adds is written by one encoder call; one add it refuses (a partition
+    value keyed by None) must send the run to the per-action path, bytes unchanged."""
+    batch = [_plain("a", {"p": "1"}), _plain("b", {None: "x"}), _plain("a", {"p": "1"})]
     standard = "".join(
         json.dumps(action_to_json_obj(a), separators=(",", ":"), ensure_ascii=False) + "\n"
         for a in batch
@@ -403,16 +398,5 @@ def test_an_add_the_fast_encoder_refuses_leaves_its_neighbours_standard() -> Non
 
 def test_a_path_no_encoding_can_write_is_refused_as_before() -> None:
     """A lone surrogate cannot be written as UTF-8 by any encoder: the commit is refused."""
-    good = AddFile(
-        path="a", partition_values={}, size=1, modification_time=2, data_change=True, stats="{}"
-    )
-    bad = AddFile(
-        path="b\ud800",
-        partition_values={},
-        size=1,
-        modification_time=2,
-        data_change=True,
-        stats="{}",
-    )
     with pytest.raises(UnicodeEncodeError):
-        serialize_commit([good, bad])
+        serialize_commit([_plain("a", {}), _plain("b\ud800", {})])

@@ -10,8 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +186,20 @@ def _settled() -> None:
     assert done.wait(30)
 
 
+@contextlib.contextmanager
+def _thread_held() -> Iterator[local._OpenAhead]:
+    """Keeps the open-ahead thread busy: what is asked of it meanwhile waits in its queue."""
+    opener = local._open_ahead_thread()
+    release, held = threading.Event(), threading.Event()
+    opener.requests.put(lambda: (held.set(), release.wait(30)))
+    assert held.wait(10)
+    try:
+        yield opener
+    finally:
+        release.set()
+    _settled()
+
+
 @needs_tmpfile
 def test_the_next_commit_links_the_file_opened_ahead(tmp_path: Path, slow_opens: None) -> None:
     store = LocalLogStore(fsync=False)
@@ -219,10 +232,8 @@ def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(
     tmp_path: Path, slow_opens: None
 ) -> None:
     store = LocalLogStore(fsync=False)
-    release = threading.Event()
-    local._open_ahead_thread().requests.put(partial(release.wait, 30))  # the thread is held
-    try:
-        store.write(f"{tmp_path}/0.json", b"zero")  # its next file waits behind ``busy``
+    with _thread_held():
+        store.write(f"{tmp_path}/0.json", b"zero")  # its next file waits in the queue
         done = threading.Event()
         writer = threading.Thread(
             target=lambda: (store.write(f"{tmp_path}/1.json", b"one"), done.set())
@@ -231,9 +242,6 @@ def test_a_commit_never_waits_for_a_file_not_yet_opened_ahead(
         # The commit opens its own file instead of waiting for the held thread.
         assert done.wait(10)
         writer.join()
-    finally:
-        release.set()
-    _settled()
     assert (tmp_path / "1.json").read_bytes() == b"one"
     # Commit 1's file opened ahead replaced commit 0's: one file is held.
     assert _unnamed_files_open_in(tmp_path) == 1
@@ -246,17 +254,10 @@ def test_commits_faster_than_the_thread_queue_one_request_per_directory(
 ) -> None:
     """A thread that falls behind must not accumulate a request (and an open) per commit."""
     store = LocalLogStore(fsync=False)
-    opener = local._open_ahead_thread()
-    release, held = threading.Event(), threading.Event()
-    opener.requests.put(lambda: (held.set(), release.wait(30)))
-    assert held.wait(10)  # the thread is busy; whatever is asked now waits in the queue
-    try:
+    with _thread_held() as opener:
         for version in range(40):
             store.write(f"{tmp_path}/{version}.json", b"%d" % version)
         assert opener.requests.qsize() == 1
-    finally:
-        release.set()
-    _settled()
     assert _unnamed_files_open_in(tmp_path) == 1
     assert len(os.listdir(tmp_path)) == 40
 
