@@ -29,7 +29,7 @@ from deltatx.kernel.actions import (
     SetTransaction,
     UnknownAction,
 )
-from deltatx.kernel.plain_adds import plain_add, plain_add_line, plain_add_lines
+from deltatx.kernel.plain_adds import add_lines, plain_add, plain_add_line
 
 _SEPARATORS = (",", ":")
 
@@ -514,21 +514,11 @@ def parse_commit(data: bytes, *, where: str) -> list[Action]:
 def serialize_commit(actions: Iterable[Action]) -> bytes:
     """A whole commit file: one JSON line per action, newline-terminated."""
     chunks: list[bytes] = []
-    # The bulk of a commit: adds with statistics and none of the optional fields, written a
-    # run at a time by plain_add_lines. The test is written out here: it runs once per add.
+    # The bulk of a commit: adds without a deletion vector or unknown fields, written a run at
+    # a time by add_lines. The test is written out here: it runs once per add.
     run: list[AddFile] = []
     for a in actions:
-        if (
-            type(a) is AddFile
-            and a.stats is not None
-            and a.tags is None
-            and a.deletion_vector is None
-            and a.base_row_id is None
-            and a.default_row_commit_version is None
-            and a.clustering_provider is None
-            and not a.extra
-            and type(a.partition_values) is dict
-        ):
+        if type(a) is AddFile and a.deletion_vector is None and not a.extra:
             run.append(a)
             continue
         if run:
@@ -541,7 +531,7 @@ def serialize_commit(actions: Iterable[Action]) -> bytes:
 
 
 def _plain_adds(adds: list[AddFile]) -> bytes:
-    lines = plain_add_lines(adds)
+    lines = add_lines(adds)
     if lines is None:
         # An add the encoder refuses (a lone surrogate, a key that is not text) sends the
         # run to the per-action path, which refuses or writes each exactly as before.

@@ -3,8 +3,9 @@
 A plain add carries only path, partition values, size, modification time, data change and
 statistics, each well typed. Such an add is built without the codec's field-by-field checks
 (:mod:`deltatx.kernel.codec`), into the very AddFile the checked path would make; anything
-else gets None here and goes through the checked path, which reads or refuses it. A run of
-plain adds with statistics is written by one encoder call.
+else gets None here and goes through the checked path, which reads or refuses it. Writing is
+wider: a run of adds without a deletion vector or unknown fields is written by one encoder
+call.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import orjson
 from deltatx.kernel.actions import AddFile
 
 
-class _PlainAdd(msgspec.Struct, rename="camel", gc=False):
-    """The fields of a plain add (no tags, deletion vector, row tracking or clustering).
+class _AddRecord(msgspec.Struct, rename="camel", omit_defaults=True, gc=False):
+    """An add without a deletion vector or unknown fields, as its commit line spells it.
 
-    Made and dropped a hundred at a time by each commit; nothing they hold can refer back
-    to them, so the cyclic collector need not track them.
+    The optional fields are left out when None, in the order the codec writes them. Made and
+    dropped a hundred at a time by each commit; nothing they hold can refer back to them, so
+    the cyclic collector need not track them.
     """
 
     path: str
@@ -31,15 +33,22 @@ class _PlainAdd(msgspec.Struct, rename="camel", gc=False):
     size: int
     modification_time: int
     data_change: bool
-    stats: str
+    stats: str | None = None
+    tags: dict[str, Any] | None = None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
+    clustering_provider: str | None = None
 
 
-class _PlainAddLine(msgspec.Struct, gc=False):
-    add: _PlainAdd
+class _AddLine(msgspec.Struct, gc=False):
+    add: _AddRecord
 
 
 _LINES = msgspec.json.Encoder()
-_PLAIN_ADD_KEYS = frozenset(f.encode_name for f in msgspec.structs.fields(_PlainAdd))
+# The fields of a plain add as read: the rest go through the checked path.
+_PLAIN_ADD_KEYS = frozenset(
+    ("path", "partitionValues", "size", "modificationTime", "dataChange", "stats")
+)
 _LONG_MIN, _LONG_END = -(2**63), 2**63
 
 
@@ -141,25 +150,29 @@ def plain_add_line(line: str) -> AddFile | None:
     return None
 
 
-def plain_add_lines(adds: list[AddFile]) -> bytes | None:
-    """The commit lines of plain adds with statistics, or None if the encoder refuses one.
+def add_lines(adds: list[AddFile]) -> bytes | None:
+    """The commit lines of adds without deletion vectors or unknown fields, or None.
 
     Their strings, integers and booleans are written byte for byte as the standard encoder
     writes them; a dict and an encoder call per add were most of serializing a 100-add
-    commit. None (a lone surrogate, a partition value keyed by something not text) leaves
-    the adds to the codec's per-action path.
+    commit. None (a lone surrogate, a partition value keyed by something not text, values
+    that are not a dict) leaves the adds to the codec's per-action path.
     """
     try:
         return _LINES.encode_lines(
             [
-                _PlainAddLine(
-                    _PlainAdd(
+                _AddLine(
+                    _AddRecord(
                         a.path,
                         a.partition_values,
                         a.size,
                         a.modification_time,
                         a.data_change,
-                        a.stats,  # type: ignore[arg-type]
+                        a.stats,
+                        a.tags,
+                        a.base_row_id,
+                        a.default_row_commit_version,
+                        a.clustering_provider,
                     )
                 )
                 for a in adds

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -394,6 +396,29 @@ def test_an_add_the_fast_encoder_refuses_leaves_its_neighbours_standard() -> Non
         for a in batch
     )
     assert serialize_commit(batch) == standard.encode("utf-8")
+
+
+def test_adds_with_optional_fields_or_unusual_values_are_written_as_standard() -> None:
+    """Tags, row tracking and clustering are written by the run encoder, in the codec's order;
+    partition values that are not a dict send the run to the per-action path."""
+    tagged = replace(
+        _plain("t", {"p": "1"}),
+        stats=None,
+        tags={"k": None},
+        base_row_id=7,
+        default_row_commit_version=3,
+        clustering_provider="liquid",
+    )
+    proxied = replace(_plain("m", {}), partition_values=MappingProxyType({"p": "2"}))
+    for batch in ([tagged, _plain("a", {"p": "1"})], [_plain("a", {"p": "1"}), proxied]):
+        standard = "".join(
+            json.dumps(action_to_json_obj(a), separators=(",", ":"), ensure_ascii=False) + "\n"
+            for a in batch
+        )
+        assert serialize_commit(batch) == standard.encode("utf-8")
+    assert b'"tags":{"k":null},"baseRowId":7,"defaultRowCommitVersion":3' in serialize_commit(
+        [tagged]
+    )
 
 
 def test_a_path_no_encoding_can_write_is_refused_as_before() -> None:

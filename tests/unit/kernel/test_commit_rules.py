@@ -27,7 +27,8 @@ from deltatx.kernel.actions import (
     RemoveFile,
 )
 from deltatx.kernel.commit_rules import (
-    _PLAIN_RELATIVE,
+    _plain,
+    _plain_lines,
     check_allowed,
     check_commit,
     check_data_path,
@@ -205,7 +206,7 @@ def test_relative_paths_must_not_climb_out(path: str) -> None:
 @given(st.text(alphabet="ab_=-./%:2eE\x00", max_size=14))
 def test_plain_paths_accepted_at_once_lie_below_the_root(path: str) -> None:
     """The shortcut for plain relative paths accepts only what the full resolution accepts."""
-    if not _PLAIN_RELATIVE.fullmatch(path):
+    if not _plain(path):
         return
     location = resolve(path, root=ROOT)
     relative = relative_to(location, root=ROOT)
@@ -218,7 +219,7 @@ def test_plain_paths_accepted_at_once_lie_below_the_root(path: str) -> None:
     "path", ["_delta_log/x.parquet", "_delta_log", "a/./b", "a/../b", ".x", "a..b/c"]
 )
 def test_paths_outside_the_shortcut_take_the_full_check(path: str) -> None:
-    assert not _PLAIN_RELATIVE.fullmatch(path)
+    assert not _plain(path)
     if path.startswith("_delta_log"):
         with pytest.raises(InvalidArgumentError, match="_delta_log"):
             check_data_path(path, root=ROOT)
@@ -234,10 +235,10 @@ def test_the_shortcut_never_accepts_a_path_in_the_log_directory(parts: list[str]
         accepted = True
     except InvalidArgumentError:
         accepted = False
-    if _PLAIN_RELATIVE.fullmatch(path):
+    if _plain(path):
         assert accepted
     if parts and parts[0] == "_delta_log":
-        assert not accepted and not _PLAIN_RELATIVE.fullmatch(path)
+        assert not accepted and not _plain(path)
 
 
 # The plain-path shortcut as first written: segments of name characters with inner dots only.
@@ -251,7 +252,22 @@ _FIRST_FORM = re.compile(rf"(?!_delta_log(?:/|$)){_SEGMENT}(?:/{_SEGMENT})*")
     | st.sampled_from(["_delta_log", "_delta_logx/a", "_delta_log/a", "a/_delta_log/b"])
 )
 def test_the_plain_path_shortcut_accepts_the_paths_its_first_form_did(path: str) -> None:
-    assert bool(_PLAIN_RELATIVE.fullmatch(path)) == bool(_FIRST_FORM.fullmatch(path))
+    assert _plain(path) == bool(_FIRST_FORM.fullmatch(path))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet="ab_=-./%é", max_size=6)
+        | st.sampled_from(["_delta_log", "_delta_log/a", "_delta_logx", "a/_delta_log", "x.y"]),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_joined_paths_are_plain_when_each_is_in_its_first_form(paths: list[str]) -> None:
+    """The test of a whole commit's paths at once accepts exactly when every path is plain."""
+    expected = all(_FIRST_FORM.fullmatch(p) for p in paths)
+    assert _plain_lines("\n" + "\n".join(paths) + "\n") == expected
 
 
 def _first_refusal(paths: list[str], check: Callable[[], None]) -> str | None:
