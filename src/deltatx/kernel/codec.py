@@ -522,18 +522,19 @@ def serialize_commit(actions: Iterable[Action]) -> bytes:
             run.append(a)
             continue
         if run:
-            chunks.append(_plain_adds(run))
+            chunks.append(_add_run(run))
             run = []
         chunks.append(_line(a))
     if run:
-        chunks.append(_plain_adds(run))
+        chunks.append(_add_run(run))
     return b"".join(chunks)
 
 
-def _plain_adds(adds: list[AddFile]) -> bytes:
+def _add_run(adds: list[AddFile]) -> bytes:
     lines = add_lines(adds)
     if lines is None:
-        # An add the encoder refuses (a lone surrogate, a key that is not text) sends the
-        # run to the per-action path, which refuses or writes each exactly as before.
+        # An add the encoder refuses (a lone surrogate, a key that is not text, partition
+        # values that are not a dict) sends the run to the per-action path, which refuses or
+        # writes each exactly as before.
         return b"".join(_line(a) for a in adds)
     return lines
