@@ -255,15 +255,27 @@ def test_the_plain_path_shortcut_accepts_the_paths_its_first_form_did(path: str)
     assert _plain(path) == bool(_FIRST_FORM.fullmatch(path))
 
 
-@settings(max_examples=3000, deadline=None)
-@given(
-    st.lists(
-        st.text(alphabet="ab_=-./%é", max_size=6)
-        | st.sampled_from(["_delta_log", "_delta_log/a", "_delta_logx", "a/_delta_log", "x.y"]),
-        min_size=1,
+def _path_lists(alphabet: str, near: list[str], *, min_size: int) -> st.SearchStrategy[list[str]]:
+    """Lists of short paths from ``alphabet``, mixed with paths ``near`` the edge of a rule."""
+    return st.lists(
+        st.text(alphabet=alphabet, max_size=8) | st.sampled_from(near),
+        min_size=min_size,
         max_size=6,
     )
+
+
+_PATHS_NEAR_THE_LOG = _path_lists(
+    "ab_=-./%é", ["_delta_log", "_delta_log/a", "_delta_logx", "a/_delta_log", "x.y"], min_size=1
 )
+_PATHS_WITH_NEWLINES = _path_lists(
+    "ab_=-./%\n",
+    ["_delta_log", "_delta_log/a", "a\n_delta_log", "a\nb", "ok/x.parquet"],
+    min_size=0,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_PATHS_NEAR_THE_LOG)
 def test_joined_paths_are_plain_when_each_is_in_its_first_form(paths: list[str]) -> None:
     """The test of a whole commit's paths at once accepts exactly when every path is plain."""
     expected = all(_FIRST_FORM.fullmatch(p) for p in paths)
@@ -279,13 +291,7 @@ def _first_refusal(paths: list[str], check: Callable[[], None]) -> str | None:
 
 
 @settings(max_examples=1500, deadline=None)
-@given(
-    st.lists(
-        st.text(alphabet="ab_=-./%\n", max_size=8)
-        | st.sampled_from(["_delta_log", "_delta_log/a", "a\n_delta_log", "a\nb", "ok/x.parquet"]),
-        max_size=5,
-    )
-)
+@given(_PATHS_WITH_NEWLINES)
 def test_a_commits_paths_checked_at_once_are_refused_as_one_by_one(paths: list[str]) -> None:
     """One match over the joined paths refuses what the per-path check refuses, naming the same
     path first, also when a path holds the newline that joins them."""
