@@ -238,8 +238,12 @@ _IN_LOG = f"\n{LOG_DIR}/"
 _LOG_ITSELF = f"\n{LOG_DIR}\n"
 
 
-def _plain_lines(lines: str) -> bool:
-    """Whether every line of ``lines`` (newline first and last) is a path of the plain form."""
+def _all_plain(paths: Sequence[str]) -> bool:
+    """Whether every one of ``paths`` is of the plain form.
+
+    A path holding a newline counts as the paths it joins.
+    """
+    lines = "\n" + "\n".join(paths) + "\n"
     if not lines.isascii():
         return False
     classes = lines.encode("ascii").translate(_CHARACTER_CLASSES)
@@ -253,7 +257,7 @@ def _plain_lines(lines: str) -> bool:
 
 def _plain(path: str) -> bool:
     """Whether ``path`` alone is of the plain form."""
-    return "\n" not in path and _plain_lines(f"\n{path}\n")
+    return "\n" not in path and _all_plain((path,))
 
 
 def check_data_paths(paths: Sequence[str], *, root: str, what: str = "add") -> None:
@@ -266,7 +270,7 @@ def check_data_paths(paths: Sequence[str], *, root: str, what: str = "add") -> N
         return
     # A path with a newline is split here, and passes only if every piece is plain; the full
     # check accepts such a path as well (none of its segments is empty, ".", ".." or the log).
-    if _plain_lines("\n" + "\n".join(paths) + "\n"):
+    if _all_plain(paths):
         return
     for path in paths:
         check_data_path(path, root=root, what=what)

@@ -27,8 +27,8 @@ from deltatx.kernel.actions import (
     RemoveFile,
 )
 from deltatx.kernel.commit_rules import (
+    _all_plain,
     _plain,
-    _plain_lines,
     check_allowed,
     check_commit,
     check_data_path,
@@ -279,7 +279,7 @@ _PATHS_WITH_NEWLINES = _path_lists(
 def test_joined_paths_are_plain_when_each_is_in_its_first_form(paths: list[str]) -> None:
     """The test of a whole commit's paths at once accepts exactly when every path is plain."""
     expected = all(_FIRST_FORM.fullmatch(p) for p in paths)
-    assert _plain_lines("\n" + "\n".join(paths) + "\n") == expected
+    assert _all_plain(paths) == expected
 
 
 def _first_refusal(paths: list[str], check: Callable[[], None]) -> str | None:

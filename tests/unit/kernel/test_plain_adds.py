@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import fields as record_fields
 
 from deltatx.errors import InvalidTableError
 from deltatx.kernel.actions import AddFile
-from deltatx.kernel.plain_adds import plain_add, plain_add_line
+from deltatx.kernel.plain_adds import _AddRecord, plain_add, plain_add_line
 
 _ADD_VALUES = st.one_of(
     st.none(),
@@ -117,3 +119,12 @@ def test_only_plain_well_typed_adds_take_the_fast_path() -> None:
     assert plain_add({**plain, "dataChange": True, "size": 2**63}) is None  # past a long
     assert plain_add_line('{"remove":{"path":"a"}}') is None
     assert plain_add_line('{"add":{"path":"a"}') is None  # not JSON
+
+
+def test_the_written_record_holds_every_field_of_an_add_but_its_vector_and_extras() -> None:
+    """An AddFile field missing from the run encoder's record would be dropped from commits
+    without an error, so the record must follow AddFile, in order."""
+    written = [f.name for f in dataclasses.fields(AddFile)]
+    written.remove("deletion_vector")
+    written.remove("extra")
+    assert [f.name for f in record_fields(_AddRecord)] == written
