@@ -50,14 +50,14 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
 # pytest runs in TEST_WORKERS processes, each test file whole in one of them (its module
-# fixtures built once; the peer and stress folders each whole in one, see tests/conftest.py). A Spark test leaves the machine's second core mostly idle while Python
+# fixtures built once). A Spark test leaves the machine's second core mostly idle while Python
 # and the JVM wait on each other, so two workers on two cores finish in about four fifths of
 # one worker's time. Each worker runs its own SparkSession (2 GB of heap by default): raise
 # the count only where cores and memory allow it; TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
 test: lint typecheck imports docs chromium $(PEER_DEPS)
-	$(BIN)/pytest tests -q -p no:cacheprovider --durations=30 -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest tests -q -p no:cacheprovider --durations=30 -n $(TEST_WORKERS) --dist loadfile
 
 # The documentation site: mkdocs + mkdocstrings (API reference from the docstrings) -> site/.
 # --strict turns every warning (a broken link, a docstring that does not parse) into an error.

@@ -65,36 +65,14 @@ def sampled(cases: list[pytest.Item], every: int, offset: int) -> list[pytest.It
     return [c for i, c in enumerate(cases) if (i + i // every + offset) % every == 0]
 
 
-# `make test` runs in two processes (pytest-xdist, ``--dist loadgroup``), each group of tests
-# whole in one of them: a test file, or a whole folder where its files share a costly session
-# fixture (the peer suite's delta-spark process, the stress suite's writer processes), so that
-# no fixture starts twice. Groups are handed out in collection order, so the folders of long,
-# indivisible groups come first and the many short unit test files last, which keeps both
-# processes busy until the end.
-_WHOLE_FOLDERS = ("stress", "peer")
-_FOLDER_ORDER = ("stress", "peer", "spark", "interop", "unit")
-
-
-def _folder(item: pytest.Item) -> str | None:
-    path = str(item.fspath)
-    return next((f for f in _FOLDER_ORDER if f"/tests/{f}/" in path), None)
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        folder = _folder(item)
-        if folder is not None and folder != "unit":
-            item.add_marker(getattr(pytest.mark, folder))
-        group = folder if folder in _WHOLE_FOLDERS else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    rank = {f: i for i, f in enumerate(_FOLDER_ORDER)}
-    items.sort(key=lambda i: rank.get(_folder(i) or "", len(rank)))
-    if not FULL_SUITE:
-        _deselect_unsampled(config, items)
-
-
-def _deselect_unsampled(config: pytest.Config, items: list[pytest.Item]) -> None:
+        path = str(item.fspath)
+        for folder in ("spark", "interop", "stress", "peer"):
+            if f"/tests/{folder}/" in path:
+                item.add_marker(getattr(pytest.mark, folder))
+    if FULL_SUITE:
+        return
     groups: dict[tuple[str, str], list[pytest.Item]] = {}
     for item in items:
         if item.get_closest_marker("sample") is not None:
