@@ -515,7 +515,8 @@ def serialize_commit(actions: Iterable[Action]) -> bytes:
     """A whole commit file: one JSON line per action, newline-terminated."""
     chunks: list[bytes] = []
     # The bulk of a commit: adds without a deletion vector or unknown fields, written a run at
-    # a time by add_lines.
+    # a time by add_lines, whose record has neither. Which adds it takes is decided here only,
+    # written out inline because it runs once per add.
     run: list[AddFile] = []
     for a in actions:
         if type(a) is AddFile and a.deletion_vector is None and not a.extra:
