@@ -15,11 +15,13 @@ DELTA_SPARK_JARS ?= $(or $(DELTATX_DELTA_SPARK_JARS),../shared/vendor/delta-spar
 PEER_FOUND := $(wildcard $(DELTA_SPARK_JARS)/jars/delta-spark_*.jar $(DELTA_SPARK_JARS)/delta-spark_*.jar)
 PEER_DEPS := $(if $(PEER_FOUND),$(PEER_STAMP))
 
+# --no-compile: pip would byte-compile every module of every package (half of the install's
+# time); Python compiles the few modules a run imports, once, on first import.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "deltatx needs Python 3.11 or newer")'
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,7 +29,7 @@ venv: $(STAMP)
 $(PEER_STAMP): tests/peer/requirements.txt
 	test -d $(PEER_VENV) || $(PYTHON) -m venv $(PEER_VENV)
 	$(PEER_VENV)/bin/pip install --quiet --upgrade pip
-	$(PEER_VENV)/bin/pip install --quiet -r tests/peer/requirements.txt
+	$(PEER_VENV)/bin/pip install --quiet --no-compile -r tests/peer/requirements.txt
 	touch $(PEER_STAMP)
 
 peer-venv: $(PEER_STAMP)
