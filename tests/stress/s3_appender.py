@@ -46,13 +46,21 @@ def create(table: str) -> None:
     txn.commit()
 
 
+# Commits each writer attempts however slow the machine: a run whose writers only start
+# within its seconds (a loaded CI machine) still races them against each other.
+MIN_COMMITS = 4
+
+
 def append_for(table: str, writer: str, seconds: float, out: Path) -> None:
-    """Appends one file per commit for ``seconds``, logging each outcome to ``out``."""
+    """Appends one file per commit for ``seconds``, at least ``MIN_COMMITS`` times.
+
+    Each outcome is logged to ``out``.
+    """
     log = DeltaLog.for_table(table)
     deadline = time.monotonic() + seconds
     n = 0
     with out.open("w") as lines:
-        while time.monotonic() < deadline:
+        while n < MIN_COMMITS or time.monotonic() < deadline:
             path = f"{writer}-{n}.parquet"
             n += 1
             txn = OptimisticTransaction(log, log.snapshot())

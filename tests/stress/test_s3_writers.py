@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .s3_appender import check_log, create, run_appenders
+from .s3_appender import MIN_COMMITS, check_log, create, run_appenders
 
 pytestmark = pytest.mark.s3
 
@@ -30,4 +30,7 @@ def test_four_processes_append_under_faults(s3_table: str, tmp_path: Path) -> No
     )
     acked, failed = check_log(s3_table, tmp_path)
     print(f"S3 appenders: {acked} acknowledged commits, {failed} failed")
-    assert acked > 4
+    # Every attempt of every writer has its outcome recorded, and more than one writer's
+    # worth of them landed.
+    assert acked + failed >= 4 * MIN_COMMITS
+    assert acked > MIN_COMMITS
