@@ -30,8 +30,15 @@ class Attempt:
     error: str | None
 
 
+# Attempts each writer makes however slow the machine: on a loaded CI machine a writer that
+# only starts near the end of its seconds still races the others.
+MIN_ATTEMPTS = 4
+
+
 def run_writer(spark: Any, path: str, writer: str, *, seconds: float, out: Path, seed: int) -> None:
     """Appends or overwrites random partitions until ``seconds`` pass; logs every attempt.
+
+    Each writer makes at least ``MIN_ATTEMPTS`` attempts.
 
     Row ids are ``seed * 1_000_000 + seq * 10 + i``, so writers given distinct seeds never write
     the same id and a duplicated row can only come from the table.
@@ -43,7 +50,7 @@ def run_writer(spark: Any, path: str, writer: str, *, seconds: float, out: Path,
     deadline = time.monotonic() + seconds
     seq = 0
     with out.open("a") as log:
-        while time.monotonic() < deadline:
+        while seq < MIN_ATTEMPTS or time.monotonic() < deadline:
             seq += 1
             part = rng.choice(PARTITIONS)
             op = "overwrite" if rng.random() < 0.3 else "append"
