@@ -17,6 +17,7 @@ from .s3_appender import MIN_COMMITS, check_log, create, run_appenders
 pytestmark = pytest.mark.s3
 
 SECONDS = 60.0 if os.environ.get("DELTATX_STRESS_FULL") else 6.0
+PROCESSES = 4
 
 
 def test_four_processes_append_under_faults(s3_table: str, tmp_path: Path) -> None:
@@ -24,7 +25,7 @@ def test_four_processes_append_under_faults(s3_table: str, tmp_path: Path) -> No
     run_appenders(
         s3_table,
         tmp_path,
-        processes=4,
+        processes=PROCESSES,
         seconds=SECONDS,
         faults="error_500:0.05,timeout:0.05,lost_response:0.05,conflict_409:0.02",
     )
@@ -32,5 +33,5 @@ def test_four_processes_append_under_faults(s3_table: str, tmp_path: Path) -> No
     print(f"S3 appenders: {acked} acknowledged commits, {failed} failed")
     # Every attempt of every writer has its outcome recorded, and more than one writer's
     # worth of them landed.
-    assert acked + failed >= 4 * MIN_COMMITS
+    assert acked + failed >= PROCESSES * MIN_COMMITS
     assert acked > MIN_COMMITS
