@@ -21,6 +21,16 @@ def test_import_deltatx_log_loads_no_pyspark() -> None:
     assert not any(m == "pyspark" or m.startswith("pyspark.") for m in modules)
 
 
+def test_a_local_table_loads_no_s3_client() -> None:
+    """botocore is imported when a table on S3 is opened, not by every process that commits."""
+    modules = _loaded_after(
+        "import tempfile, deltatx.log.delta_log as d, deltatx.storage; "
+        "d.DeltaLog.for_table(tempfile.mkdtemp()).latest_version()"
+    )
+    assert "deltatx.storage.location" in modules
+    assert not any(m == "botocore" or m.startswith("botocore.") for m in modules)
+
+
 def test_import_deltatx_loads_no_pyspark_until_used() -> None:
     modules = _loaded_after("import deltatx")
     assert "deltatx.errors" in modules

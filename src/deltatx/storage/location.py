@@ -33,7 +33,6 @@ from deltatx.kernel.file_paths import (
 from deltatx.kernel.log_paths import LOG_DIR
 from deltatx.storage.local import LocalLogStore
 from deltatx.storage.log_store import FileStatus, LogStore
-from deltatx.storage.s3 import S3LogStore, shared_client_and_filesystem
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +67,9 @@ class Location:
         """
         root = table_root(uri)
         if scheme_of(root) == "s3":
+            # botocore takes a fifth of a second to import: local tables never pay for it.
+            from deltatx.storage.s3 import S3LogStore, shared_client_and_filesystem
+
             fs = shared_client_and_filesystem()[1]
             return cls(root, store if store is not None else S3LogStore(), fs)
         local = store if store is not None else LocalLogStore(fsync=fsync)
