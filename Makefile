@@ -52,10 +52,12 @@ unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q
 
 # pytest runs in TEST_WORKERS processes, each test file whole in one of them (its module
-# fixtures built once). On two cores, two workers finish in about four fifths of one worker's
-# time: the unit tests, and the tests that wait for processes of their own, run beside the
-# Spark tests. A Spark test alone already keeps one and a half cores busy, so a third worker
-# only makes the JVMs compete (pytest took 1,660 s with three, 1,447 to 1,507 s with two).
+# fixtures built once), and the files whose tests share a JVM of their own (delta-spark's,
+# the stress tests' writers) all in one, which starts it once (tests/conftest.py). On two
+# cores, two workers finish in about four fifths of one worker's time: the unit tests, and
+# the tests that wait for processes of their own, run beside the Spark tests. A Spark test
+# alone already keeps one and a half cores busy, so a third worker only makes the JVMs
+# compete (pytest took 1,660 s with three, 1,447 to 1,507 s with two).
 # Each worker runs its own SparkSession (2 GB of heap by default): raise the count only where
 # cores and memory allow it; TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2

@@ -73,12 +73,54 @@ def sampled(cases: list[pytest.Item], every: int, offset: int) -> list[pytest.It
     return [c for i, c in enumerate(cases) if (i + i // every + offset) % every == 0]
 
 
+# Test files whose tests share a process with a JVM of its own, started once per pytest
+# worker: under `--dist loadfile` each group goes to one worker, which then starts that
+# process once instead of each worker starting its own (a JVM costs about 17 CPU-seconds to
+# start, on cores the Spark tests already keep busy).
+SHARED_PROCESS_GROUPS = {
+    "delta_spark": ("tests/peer/",),
+    "writer_servers": (
+        "tests/stress/test_concurrent_writers.py",
+        "tests/stress/test_serializability.py",
+    ),
+}
+
+
+def _worker_unit(nodeid: str) -> str:
+    """What one worker runs whole: the test's file, or the shared-process group it is in."""
+    path = nodeid.split("::", 1)[0]
+    for group, prefixes in SHARED_PROCESS_GROUPS.items():
+        if path.startswith(prefixes):
+            return group
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, with each of :data:`SHARED_PROCESS_GROUPS` one unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedProcessScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return _worker_unit(nodeid)
+
+    return SharedProcessScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.fspath)
         for folder in ("spark", "interop", "stress", "peer"):
             if f"/tests/{folder}/" in path:
                 item.add_marker(getattr(pytest.mark, folder))
+        for fixture, prefixes in SHARED_PROCESS_GROUPS.items():
+            used = getattr(item, "fixturenames", ())
+            if fixture in used and not item.nodeid.startswith(prefixes):
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses the {fixture} fixture: add its file to "
+                    f"SHARED_PROCESS_GROUPS[{fixture!r}] in tests/conftest.py"
+                )
     if FULL_SUITE:
         return
     groups: dict[tuple[str, str], list[pytest.Item]] = {}
