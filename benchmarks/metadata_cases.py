@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -661,7 +661,14 @@ def parse_and_check_all(pending: PendingCommit, raw: list[bytes]) -> None:
 
 
 def _cpu(op: Callable[[], object], runs: int, *, sample_s: float = 0.02) -> Stats:
-    """CPU seconds of this process per call of ``op``.
+    """CPU seconds of this process per call of ``op`` (see :func:`_cpu_side_by_side`)."""
+    return _cpu_side_by_side([op], runs, sample_s=sample_s)[0]
+
+
+def _cpu_side_by_side(
+    ops: Sequence[Callable[[], object]], runs: int, *, sample_s: float = 0.02
+) -> list[Stats]:
+    """CPU seconds of this process per call of each of ``ops``, their samples interleaved.
 
     On a shared machine the wall clock also counts other processes' turns, and the check does
     no I/O, so CPU time is what is measured. One call of a small check takes a fraction of a
@@ -670,27 +677,33 @@ def _cpu(op: Callable[[], object], runs: int, *, sample_s: float = 0.02) -> Stat
     do, each sample is the mean of as many back-to-back calls as fill ``sample_s`` seconds,
     with the collector off (it runs before the timed region instead), and the figure is the
     median of at least 7 samples (robust to the odd slow sample, unlike the mean, and still
-    the typical cost, unlike the minimum). The work per call is unchanged.
+    the typical cost, unlike the minimum). The work per call is unchanged. Where several
+    operations are compared, one sample of each is taken in turn: the host's speed drifts
+    over seconds, and measuring one after the other would count that drift as a difference
+    between them.
     """
-    op()
-    t0 = time.process_time()
-    op()
-    once = max(time.process_time() - t0, 1e-6)
-    calls = max(1, min(10_000, round(sample_s / once)))
-    samples: list[float] = []
+    calls: list[int] = []
+    for op in ops:
+        op()
+        t0 = time.process_time()
+        op()
+        once = max(time.process_time() - t0, 1e-6)
+        calls.append(max(1, min(10_000, round(sample_s / once))))
+    samples: list[list[float]] = [[] for _ in ops]
     gc.collect()
     enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(max(runs, 7)):
-            t0 = time.process_time()
-            for _ in range(calls):
-                op()
-            samples.append((time.process_time() - t0) / calls)
+            for op, n, out in zip(ops, calls, samples, strict=True):
+                t0 = time.process_time()
+                for _ in range(n):
+                    op()
+                out.append((time.process_time() - t0) / n)
     finally:
         if enabled:
             gc.enable()
-    return Stats.of(samples)
+    return [Stats.of(s) for s in samples]
 
 
 # Issue 16: conflict checking costs at most this much CPU per winning action.
@@ -743,15 +756,14 @@ def case_conflicts(sizes: MetaSizes) -> list[Row]:
 def _conflicts_vs_table_size(sizes: MetaSizes) -> Row:
     """The same check against a small and a large snapshot: its cost must not grow."""
     winners, files = sizes.conflict_winners[-1], sizes.conflict_files[-1]
-    per_action: list[float] = []
-    stats: list[Stats] = []
+    checks: list[Callable[[], object]] = []
     for table_files in sizes.conflict_table_files:
         pending, _, parsed = conflict_fixture(
             winners, files, sizes.conflict_predicates, table_files=table_files
         )
-        s = _cpu(lambda p=pending, w=parsed: check_all(p, w), runs=sizes.conflict_runs)
-        stats.append(s)
-        per_action.append(s.median / (winners * files))
+        checks.append(lambda p=pending, w=parsed: check_all(p, w))
+    stats = _cpu_side_by_side(checks, runs=sizes.conflict_runs)
+    per_action = [s.median / (winners * files) for s in stats]
     small, large = sizes.conflict_table_files
     ratio = per_action[1] / per_action[0]
     return Row(
