@@ -95,6 +95,7 @@ def _worker_unit(nodeid: str) -> str:
     return path
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, with each of :data:`SHARED_PROCESS_GROUPS` one unit."""
     if config.getvalue("dist") != "loadfile":
