@@ -115,9 +115,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for folder in ("spark", "interop", "stress", "peer"):
             if f"/tests/{folder}/" in path:
                 item.add_marker(getattr(pytest.mark, folder))
-        for fixture, prefixes in SHARED_PROCESS_GROUPS.items():
-            used = getattr(item, "fixturenames", ())
-            if fixture in used and not item.nodeid.startswith(prefixes):
+        used = getattr(item, "fixturenames", ())
+        for fixture in SHARED_PROCESS_GROUPS:
+            if fixture in used and _worker_unit(item.nodeid) != fixture:
                 raise pytest.UsageError(
                     f"{item.nodeid} uses the {fixture} fixture: add its file to "
                     f"SHARED_PROCESS_GROUPS[{fixture!r}] in tests/conftest.py"
