@@ -30,6 +30,7 @@ from deltatx.kernel.evaluation import (
     parse_stats_objects,
     partition_kind,
     partition_value_range,
+    row_count,
     stats_key,
     stats_range,
 )
@@ -43,7 +44,7 @@ _Spec = tuple["StructField | None", "Kind | None", "_Lookup", bool]
 
 
 class ColumnReader:
-    """What the batches of files of one table share, across the winners of a check."""
+    """What the batches of files of one table share, across the winners of its checks."""
 
     __slots__ = (
         "_columns",
@@ -92,7 +93,7 @@ class Bounds:
     only once a file's bounds let it through, which most files of a winner's batch are not.
     """
 
-    __slots__ = ("_valued", "_valued_of", "hi", "lo", "unknown")
+    __slots__ = ("_highest", "_lowest", "_valued", "_valued_of", "hi", "lo", "unknown")
 
     def __init__(
         self,
@@ -105,6 +106,8 @@ class Bounds:
         self.lo = lo
         self.hi = hi
         self.unknown = unknown
+        self._lowest: Any = _MISSING
+        self._highest: Any = _MISSING
         if callable(valued):
             self._valued: list[bool] | None = None
             self._valued_of: Callable[[], list[bool]] | None = valued
@@ -125,6 +128,20 @@ class Bounds:
         return all(self.valued)
 
     @property
+    def lowest(self) -> Any:
+        """The least lower bound; only for a batch whose every file has one (``lo_bounded``)."""
+        if self._lowest is _MISSING:
+            self._lowest = min(self.lo)
+        return self._lowest
+
+    @property
+    def highest(self) -> Any:
+        """The greatest upper bound; only for a batch whose every file has one (``hi_bounded``)."""
+        if self._highest is _MISSING:
+            self._highest = max(self.hi)
+        return self._highest
+
+    @property
     def lo_bounded(self) -> bool:
         """No None in ``lo``."""
         return None not in self.lo
@@ -141,7 +158,18 @@ _MISSING = object()
 class FileColumns:
     """A batch of files read column by column, each piece at most once."""
 
-    __slots__ = ("_bounds", "_nums", "_owner", "_stats", "_views", "files", "n", "ones")
+    __slots__ = (
+        "_bounds",
+        "_count_records",
+        "_counted",
+        "_nums",
+        "_owner",
+        "_stats",
+        "_views",
+        "files",
+        "n",
+        "ones",
+    )
 
     def __init__(self, owner: ColumnReader, files: Sequence[FileStatistics]) -> None:
         """Reads nothing yet: each column is extracted when a test first asks for it."""
@@ -152,6 +180,9 @@ class FileColumns:
         self.ones = int.from_bytes(b"\x01" * self.n, "little")
         self._stats: list[dict[str, Any] | None] | None = None
         self._nums: list[int | None] | None = None
+        # The statistics as the first typed read joined them, where the row counts are read.
+        self._counted: tuple[_TypedStats, str] | None = None
+        self._count_records: dict[_TypedStats, list[Any] | None] = {}
         self._bounds: dict[str, Bounds] = {}
         self._views: list[_FileView] | None = None
 
@@ -165,18 +196,30 @@ class FileColumns:
 
     def num_records(self, i: int) -> int | None:
         """File ``i``'s ``numRecords``; statistics are parsed for it alone if not yet read."""
-        if self._nums is not None:
-            return self._nums[i]
-        if self._stats is not None:
-            stats = self._stats[i]
-        else:
-            stats = parse_stats_objects([self.files[i].stats], exact=self._owner._exact)[0]
-        return None if stats is None else num_records_of(stats)
+        if self._nums is None:
+            if self._counted is None and self._stats is None:
+                stats = parse_stats_objects([self.files[i].stats], exact=self._owner._exact)[0]
+                return None if stats is None else num_records_of(stats)
+            self._all_num_records()
+            assert self._nums is not None
+        return self._nums[i]
 
     def _all_num_records(self) -> list[int | None]:
         if self._nums is None:
-            self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
+            records = None if self._counted is None else self._counts(*self._counted)
+            if records is not None:
+                self._nums = [row_count(r.num_records) for r in records]
+            else:
+                self._nums = [None if s is None else num_records_of(s) for s in self.stats()]
         return self._nums
+
+    def _counts(self, typed: _TypedStats, joined: str) -> list[Any] | None:
+        """The row and null counts of ``typed``'s column, as decoded from ``joined``."""
+        try:
+            return self._count_records[typed]
+        except KeyError:
+            records = self._count_records[typed] = typed.counts(joined, self.n)
+            return records
 
     def views(self) -> list[_FileView]:
         """The files as ``file_may_match`` sees them, for the expressions compiled per file."""
@@ -217,10 +260,16 @@ class FileColumns:
     ) -> Bounds:
         raws = self._partition_values(find)
         pkind = partition_kind(f, kind)
+        # A batch holds few distinct values: each is read by the rule once.
         entries = {raw: _partition_entry(raw, pkind) for raw in set(raws)}
-        lo = [entries[raw][0] for raw in raws]
         if all(e[1] and not e[2] for e in entries.values()):
+            # Text values read as themselves: the raw list is the bounds.
+            if all(e[0] is raw for raw, e in entries.items()):
+                lo = raws
+            else:
+                lo = list(map({raw: e[0] for raw, e in entries.items()}.__getitem__, raws))
             return Bounds(lo, lo, [False] * self.n, [True] * self.n)
+        lo = [entries[raw][0] for raw in raws]
         valued = [entries[raw][1] for raw in raws]
         unknown = [entries[raw][2] for raw in raws]
         return Bounds(lo, lo, unknown, valued)
@@ -233,8 +282,8 @@ class FileColumns:
             # Files with the first one's keys (the usual case: all of them) share its key,
             # where no two of those keys are equal but for case (then their order counts). A
             # file has those keys when it has as many and each of them.
-            if layout and find.unambiguous(layout) and set(map(len, pvs)) == {len(layout)}:
-                key = find.key_of(layout)
+            key = find.shared_key_of(layout)
+            if key is not _MISSING and set(map(len, pvs)) == {len(layout)}:
                 try:
                     values = list(map(itemgetter(*layout), pvs))
                 except KeyError:
@@ -257,10 +306,14 @@ class FileColumns:
             typed = self._owner.typed(f, fast)
             read = None if typed is None else typed.read(self.files)
             if read is not None:
-                if self._nums is None:
-                    # The row counts came with it: a file that may match is not parsed for one.
-                    self._nums = read[3]
-                return Bounds(read[0], read[1], [False] * self.n, partial(_typed_valued, *read[2:]))
+                assert typed is not None
+                joined = read[2]
+                if self._counted is None:
+                    # The row counts are read from it when asked: a file that may match is
+                    # not parsed for one.
+                    self._counted = (typed, joined)
+                valued = partial(self._typed_valued, typed, joined, find)
+                return Bounds(read[0], read[1], [False] * self.n, valued)
         all_stats = self.stats()
         cached = find.layouts.get
         lo: list[Any] = []
@@ -299,6 +352,16 @@ class FileColumns:
                 add_hi(_value(rng.hi))
         unknown = [s is None for s in all_stats]
         return Bounds(lo, hi, unknown, partial(self._stats_valued, find))
+
+    def _typed_valued(self, typed: _TypedStats, joined: str, find: _Lookup) -> list[bool]:
+        records = self._counts(typed, joined)
+        if records is None:
+            # A null count the typed record refuses: read by the rule.
+            return self._stats_valued(find)
+        return [
+            may_hold_value(None if r.nulls is None else r.nulls.value, n)
+            for r, n in zip(records, self._all_num_records(), strict=True)
+        ]
 
     def _stats_valued(self, find: _Lookup) -> list[bool]:
         # A file without statistics may hold anything.
@@ -341,11 +404,12 @@ class _Lookup:
     is worked out once per layout of keys: the files of one table share a few.
     """
 
-    __slots__ = ("_names", "layouts")
+    __slots__ = ("_names", "layouts", "shared")
 
     def __init__(self, names: Sequence[str]) -> None:
         self._names = tuple(names)
         self.layouts: dict[tuple[Any, ...], Any] = {}
+        self.shared: dict[tuple[Any, ...], Any] = {}
 
     def __call__(self, obj: Any) -> Any:
         if type(obj) is not dict or not obj:
@@ -363,20 +427,22 @@ class _Lookup:
                 self.layouts[layout] = key
         return key
 
-    @staticmethod
-    def unambiguous(layout: tuple[Any, ...]) -> bool:
-        """Whether no two keys are equal but for case, so that their order cannot count."""
-        return len({str(k).lower() for k in layout}) == len(layout)
+    def shared_key_of(self, layout: tuple[Any, ...]) -> Any:
+        """``key_of(layout)`` where any object with these keys, in any order, has that key.
+
+        That is where no two of the keys are equal but for case (then their order counts);
+        otherwise, and for no keys at all, ``_MISSING``.
+        """
+        key = self.shared.get(layout, _MISSING)
+        if key is _MISSING and layout:
+            if len({str(k).lower() for k in layout}) == len(layout):
+                key = self.key_of(layout)
+            if len(self.shared) < _MAX_LAYOUTS:
+                self.shared[layout] = key
+        return key
 
 
 _MAX_LAYOUTS = 256
-
-
-def _typed_valued(records: list[Any], nums: list[int | None]) -> list[bool]:
-    return [
-        may_hold_value(None if r.nulls is None else r.nulls.value, n)
-        for r, n in zip(records, nums, strict=True)
-    ]
 
 
 @lru_cache(maxsize=256)
@@ -402,44 +468,43 @@ class _TypedStats:
     A batch with any other file (no statistics, unreadable, NaN tokens, a missing bound,
     another type: the decoder refuses a record without both bounds of the column's type) is
     read by the rule, each file's statistics parsed once, as before.
+
+    The row and null counts are decoded in a second pass, only when asked for: most files
+    of a winner's batch are ruled out by their bounds alone. A null count the second
+    decoder refuses (not an object) is read by the rule.
     """
 
-    __slots__ = ("_decode_lines", "_key", "_lowered", "_swapped")
+    __slots__ = ("_decode_bounds", "_decode_counts", "_key", "_lowered", "_swapped")
 
     def __init__(self, key: str, fast: type) -> None:
         # Both bounds are required and of type ``fast`` (the decoder checks both); records
         # hold scalars only, so the collector need not track them.
         bound = msgspec.defstruct("Bound", [("value", fast)], rename={"value": key}, gc=False)
+        bounds = msgspec.defstruct(
+            "FileBounds",
+            [("lo", bound), ("hi", bound)],
+            rename={"lo": "minValues", "hi": "maxValues"},
+            gc=False,
+        )
         count = msgspec.defstruct(
             "NullCount", [("value", Any, None)], rename={"value": key}, gc=False
         )
-        record = msgspec.defstruct(
-            "FileStats",
-            [
-                ("lo", bound),
-                ("hi", bound),
-                ("num_records", Any, None),
-                ("nulls", count | None, None),
-            ],
-            rename={
-                "num_records": "numRecords",
-                "lo": "minValues",
-                "hi": "maxValues",
-                "nulls": "nullCount",
-            },
+        counts = msgspec.defstruct(
+            "FileCounts",
+            [("num_records", Any, None), ("nulls", count | None, None)],
+            rename={"num_records": "numRecords", "nulls": "nullCount"},
             gc=False,
         )
-        self._decode_lines: Callable[[str], list[Any]] = msgspec.json.Decoder(record).decode_lines
+        self._decode_bounds: Callable[[str], list[Any]] = msgspec.json.Decoder(bounds).decode_lines
+        self._decode_counts: Callable[[str], list[Any]] = msgspec.json.Decoder(counts).decode_lines
         self._key = f'"{key}"'
         self._lowered = self._key.lower()
         self._swapped = frozenset(c.swapcase() for c in key if c.swapcase() != c)
 
-    def read(
-        self, files: Sequence[FileStatistics]
-    ) -> tuple[list[Any], list[Any], list[Any], list[int | None]] | None:
-        """Lower and upper bounds, records and row counts; None if a file needs the rule.
+    def read(self, files: Sequence[FileStatistics]) -> tuple[list[Any], list[Any], str] | None:
+        """Lower and upper bounds, and the text to read counts from; None if a file needs the rule.
 
-        A record's null count is read (by :func:`_typed_valued`) only when it is asked for.
+        The counts are read from that text by :meth:`counts`, when they are asked for.
         """
         texts = [f.stats for f in files]
         if not all(texts):  # a file without statistics
@@ -458,15 +523,20 @@ class _TypedStats:
         ) != (joined.lower().count(self._lowered)):
             return None
         try:
-            records = self._decode_lines(joined)
+            records = self._decode_bounds(joined)
         except msgspec.DecodeError:
             return None
         if len(records) != len(texts):
             return None
-        lo = [r.lo.value for r in records]
-        hi = [r.hi.value for r in records]
-        nums = [r.num_records for r in records]
-        if set(map(type, nums)) != {int}:
-            # ``row_count``'s rule: JSON decodes an integer as exactly ``int``.
-            nums = [n if type(n) is int else None for n in nums]
-        return lo, hi, records, nums
+        return [r.lo.value for r in records], [r.hi.value for r in records], joined
+
+    def counts(self, joined: str, n: int) -> list[Any] | None:
+        """Each file's row count and the column's null count, from ``read``'s text.
+
+        None where a null count is not an object or null (the rule reads those).
+        """
+        try:
+            records = self._decode_counts(joined)
+        except msgspec.DecodeError:
+            return None
+        return records if len(records) == n else None

@@ -17,8 +17,9 @@ a column with a literal are answered per file by it, and the answers are exactly
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -64,8 +65,8 @@ class FilePredicate:
         self, predicate: Expression, *, schema: StructType, partition_columns: Sequence[str]
     ) -> None:
         """Compiles ``predicate`` for files of a table with this schema and partitioning."""
-        self._reader = ColumnReader(schema, partition_columns)
-        self._test = _compile(predicate, _Scope(schema, partition_columns))
+        self._reader, scope = _table(schema, tuple(partition_columns))
+        self._test = _compile(predicate, scope)
 
     def first_match(self, files: Sequence[FileStatistics]) -> int | None:
         """The index of the first file that may hold a matching row, or None if none may."""
@@ -127,6 +128,29 @@ class _Scope:
             return kind
 
 
+# What the predicates of one table share, by the identity of its schema: snapshots of a table
+# version, and the next versions while its metadata is unchanged, hold one schema object. A
+# conflict check compiles its read predicate anew, but the column plans, key layouts and
+# column kinds were worked out by the table's previous checks.
+_TABLES: dict[tuple[int, tuple[str, ...]], tuple[StructType, ColumnReader, _Scope]] = {}
+_MAX_TABLES = 32
+_TABLES_LOCK = threading.Lock()
+
+
+def _table(schema: StructType, partition_columns: tuple[str, ...]) -> tuple[ColumnReader, _Scope]:
+    key = (id(schema), partition_columns)
+    # The entry holds the schema, so its id is not reused by another object while cached.
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1], hit[2]
+    reader, scope = ColumnReader(schema, partition_columns), _Scope(schema, partition_columns)
+    with _TABLES_LOCK:
+        if len(_TABLES) >= _MAX_TABLES:
+            _TABLES.pop(next(iter(_TABLES)), None)
+        _TABLES[key] = (schema, reader, scope)
+    return reader, scope
+
+
 # A node answers for a whole batch: byte ``i`` of the integer is 1 when file ``i`` may match.
 _Test = Callable[[FileColumns], int]
 # Kinds whose equal values hash alike, so that an OR of equalities becomes one set lookup.
@@ -136,7 +160,7 @@ _HASHABLE_KINDS = frozenset({Kind.STRING, Kind.INTEGRAL, Kind.DATE, Kind.BOOLEAN
 _TOTALLY_ORDERED_KINDS = frozenset({Kind.INTEGRAL, Kind.STRING, Kind.DATE})
 
 
-def _mask_of(hits: list[bool]) -> int:
+def _mask_of(hits: Iterable[bool]) -> int:
     return int.from_bytes(bytes(hits), "little")
 
 
@@ -184,16 +208,18 @@ def _compile_or(children: Sequence[Expression], scope: _Scope) -> _Test:
     ranges: dict[tuple[str, ComparisonOp, ComparisonOp], tuple[str, list[tuple[Any, Any]]]] = {}
     tests: list[_Test] = []
     for child in children:
-        equality = _partition_equality(child, scope)
-        if equality is not None:
-            values.setdefault(equality[0], set()).add(equality[1])
-            continue
-        pair = _range_pair(child, scope)
-        if pair is not None:
-            name, low_op, low, high_op, high = pair
-            group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
-            group[1].append((low, high))
-            continue
+        if isinstance(child, Comparison):
+            equality = _partition_equality(child, scope)
+            if equality is not None:
+                values.setdefault(equality[0], set()).add(equality[1])
+                continue
+        elif isinstance(child, And):
+            pair = _range_pair(child, scope)
+            if pair is not None:
+                name, low_op, low, high_op, high = pair
+                group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
+                group[1].append((low, high))
+                continue
         tests.append(_compile(child, scope))
     sets = [_value_in(name, frozenset(literals)) for name, literals in values.items()]
     spans = [
@@ -263,7 +289,15 @@ def _any_range(
         col = batch.column(name)
         hits: list[bool]
         if col.lo_bounded and col.hi_bounded:
-            # Every file bounded (the usual batch): one search per file, then one comparison.
+            # Every file bounded (the usual batch). The answer only grows as a file's lower
+            # bound falls or its upper bound rises, so a batch whose least lower and greatest
+            # upper bound make it false makes it false for every file.
+            widest = passed(lows, col.highest)
+            if widest == 0:
+                return 0
+            if not (col.lowest < most[widest - 1] if strict else col.lowest <= most[widest - 1]):
+                return 0
+            # Otherwise one search per file, then one comparison.
             reach = map(partial(passed, lows), col.hi)
             if strict:
                 hits = [k != 0 and lo < most[k - 1] for lo, k in zip(col.lo, reach, strict=True)]
@@ -302,7 +336,7 @@ def _value_in(name: str, literals: frozenset[Any]) -> _Test:
         # A NULL partition value has no bound and is in no set; an unreadable one may match.
         if True in col.unknown:
             return _mask_of([v in literals or u for v, u in zip(col.lo, col.unknown, strict=True)])
-        return _mask_of([v in literals for v in col.lo])
+        return _mask_of(map(literals.__contains__, col.lo))
 
     return lookup
 
@@ -370,6 +404,8 @@ def _ordered(name: str, op: ComparisonOp, c: Any) -> _Test:
 
     def test(batch: FileColumns) -> int:
         col = batch.column(name)
+        if not _hull_may_match(col, op, c):
+            return 0
         lo, hi = col.lo, col.hi
         hits: list[bool]
         if op is ComparisonOp.LT:
@@ -394,6 +430,26 @@ def _ordered(name: str, op: ComparisonOp, c: Any) -> _Test:
         return _only_valued(hits, col)
 
     return test
+
+
+def _hull_may_match(col: Bounds, op: ComparisonOp, c: Any) -> bool:
+    """Whether ``column op c`` may be TRUE for some file, judged on the batch's extreme bounds.
+
+    Each of these answers only grows as a file's lower bound falls or its upper bound rises,
+    so where the least lower and greatest upper bound of the batch make it false, every file
+    does. Unbounded files and ``!=`` are left to the per-file test.
+    """
+    if op is ComparisonOp.LT:
+        return not col.lo_bounded or bool(col.lowest < c)
+    if op is ComparisonOp.LE:
+        return not col.lo_bounded or bool(col.lowest <= c)
+    if op is ComparisonOp.GT:
+        return not col.hi_bounded or bool(col.highest > c)
+    if op is ComparisonOp.GE:
+        return not col.hi_bounded or bool(col.highest >= c)
+    if op is ComparisonOp.EQ and col.lo_bounded and col.hi_bounded:
+        return bool(col.lowest <= c <= col.highest)
+    return True
 
 
 # Whether ``column op literal`` may be TRUE, from the comparisons of the column's lower and

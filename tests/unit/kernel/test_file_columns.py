@@ -251,6 +251,35 @@ def test_partition_values_agree_with_the_file_view(values: list[dict[str, str | 
     _assert_agrees_with_the_file_view(files, "p")
 
 
+def test_null_counts_the_typed_reader_refuses_are_read_by_the_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bounds are read typed, and the counts only when asked: a null count that is not an
+    # object (the rule ignores it, so the file may hold values) sends them to the rule.
+    parsed: list[str | None] = []
+    real = file_columns.parse_stats_objects
+
+    def counting(texts: list[str | None], *, exact: bool) -> Any:
+        parsed.extend(texts)
+        return real(texts, exact=exact)
+
+    monkeypatch.setattr(file_columns, "parse_stats_objects", counting)
+    files = [
+        _file("1", '{"numRecords":4,"minValues":{"id":1},"maxValues":{"id":9},"nullCount":3}'),
+        _file(
+            "2", '{"numRecords":2,"minValues":{"id":5},"maxValues":{"id":6},"nullCount":{"id":2}}'
+        ),
+    ]
+    batch = ColumnReader(SCHEMA, ["p"]).read(files)
+    ids = batch.column("id")
+    assert (ids.lo, ids.hi) == ([1, 5], [9, 6])
+    assert parsed == []
+    assert ids.valued == [True, False]
+    assert [batch.num_records(i) for i in range(2)] == [4, 2]
+    assert parsed == [f.stats for f in files]
+    _assert_agrees_with_the_file_view(files, "id")
+
+
 def test_statistics_over_several_lines_are_read_by_the_rule() -> None:
     # One file's text is blank and the next holds two objects: read one line per file, the
     # second object would pass for the second file's statistics.

@@ -201,3 +201,73 @@ def test_ranges_searched_at_once_agree_with_file_may_match(
     compiled = FilePredicate(pred, schema=schema, partition_columns=["p"])
     expected = [file_may_match(pred, f, schema=schema, partition_columns=["p"]) for f in files]
     assert compiled.matches(files) == expected
+
+
+_IDS = StructType(
+    (StructField("p", PrimitiveType("long")), StructField("id", PrimitiveType("long")))
+)
+
+
+def _ids_file(lo: int, hi: int) -> AddFile:
+    stats = {"numRecords": 2, "minValues": {"id": lo}, "maxValues": {"id": hi}}
+    return AddFile(
+        path=f"f-{lo}-{hi}.parquet",
+        partition_values={"p": "1"},
+        size=1,
+        modification_time=0,
+        data_change=True,
+        stats=json.dumps(stats),
+    )
+
+
+def _id_range(lo: int, hi: int) -> Expression:
+    return And((cmp(">=", "id", lo), cmp("<", "id", hi)))
+
+
+@pytest.mark.parametrize(
+    ("pred", "expected"),
+    [
+        # The batch's least lower and greatest upper bound rule out every file at once.
+        (Or((_id_range(-50, -40), _id_range(500, 600))), [False, False, False]),
+        (cmp("<", "id", 0), [False, False, False]),
+        (cmp(">", "id", 300), [False, False, False]),
+        (cmp("=", "id", 400), [False, False, False]),
+        # The extremes let the batch through, and the per-file test finds the one file: its
+        # neighbours hold the extremes but not the rows.
+        (Or((_id_range(-50, -40), _id_range(150, 160))), [False, True, False]),
+        (cmp("=", "id", 150), [False, True, False]),
+        (cmp("<", "id", 120), [True, False, False]),
+        (cmp(">=", "id", 190), [False, True, True]),
+        # Between the files: the extremes pass, no file does.
+        (cmp("=", "id", 120), [False, False, False]),
+    ],
+)
+def test_a_batch_is_ruled_out_by_its_extreme_bounds_only_where_every_file_is(
+    pred: Expression, expected: list[bool]
+) -> None:
+    files = [_ids_file(0, 100), _ids_file(140, 190), _ids_file(200, 300)]
+    compiled = FilePredicate(pred, schema=_IDS, partition_columns=["p"])
+    per_file = [file_may_match(pred, f, schema=_IDS, partition_columns=["p"]) for f in files]
+    assert compiled.matches(files) == per_file == expected
+
+
+def test_predicates_of_one_table_share_its_column_reader() -> None:
+    # Keyed by the schema object: snapshots of one table hold the same one.
+    first = FilePredicate(cmp("=", "id", 1), schema=_IDS, partition_columns=["p"])
+    second = FilePredicate(cmp("<", "id", 5), schema=_IDS, partition_columns=["p"])
+    assert first._reader is second._reader
+    equal_schema = StructType(tuple(_IDS.fields))
+    other = FilePredicate(cmp("=", "id", 1), schema=equal_schema, partition_columns=["p"])
+    assert other._reader is not first._reader
+    unpartitioned = FilePredicate(cmp("=", "id", 1), schema=_IDS, partition_columns=[])
+    assert unpartitioned._reader is not first._reader
+    assert unpartitioned.may_match(_ids_file(0, 3)) and not first.may_match(_ids_file(2, 3))
+
+
+def test_the_shared_readers_stay_few() -> None:
+    from deltatx.kernel import file_predicate
+
+    schemas = [StructType(tuple(_IDS.fields)) for _ in range(3 * file_predicate._MAX_TABLES)]
+    for schema in schemas:
+        FilePredicate(cmp("=", "id", 1), schema=schema, partition_columns=["p"])
+    assert len(file_predicate._TABLES) <= file_predicate._MAX_TABLES
