@@ -109,6 +109,11 @@ def write_markdown(
         f"{m['cpu']}, {m['os']}, Python {m['python']}.",
         f"- Load average at start / end: {meta['load_start']} / {meta['load_end']} "
         "(other work on the machine inflates every figure, deltatx's and the peers' alike).",
+        f"- Host gauge at start / end: {meta['host_gauge_start']:.2f} s / "
+        f"{meta['host_gauge_end']:.2f} s of CPU for a fixed loop of 5 million Python additions. "
+        "On a shared virtual machine it moves by half within minutes; figures in microseconds "
+        "or milliseconds move with it, ratios measured side by side do not. The metadata "
+        "cases note it per case.",
         f"- Versions: deltatx {v['deltatx']}, delta-rs (deltalake) {v['deltalake']}, "
         f"PySpark {v['pyspark']}, pyarrow {v['pyarrow']}.",
     ]

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from benchmarks import metadata_cases, replay_case, report
-from benchmarks.harness import Row, machine, versions
+from benchmarks.harness import Row, host_gauge_s, machine, versions
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     load_start = _load()
+    gauge_start = host_gauge_s()
     t0 = time.perf_counter()
     rows: list[Row] = []
     startup: float | None = None
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         "versions": versions(),
         "load_start": load_start,
         "load_end": _load(),
+        "host_gauge_start": gauge_start,
+        "host_gauge_end": host_gauge_s(),
         "spark_startup_s": startup,
         "notes": notes,
     }

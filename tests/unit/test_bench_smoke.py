@@ -51,6 +51,8 @@ def test_commit_case_and_report_run_end_to_end(tmp_path: Path) -> None:
         "versions": harness.versions(),
         "load_start": "n/a",
         "load_end": "n/a",
+        "host_gauge_start": harness.host_gauge_s(),
+        "host_gauge_end": 1.5,
         "spark_startup_s": None,
     }
     plots = report.write_plots(str(out / "plots"), rows)
@@ -58,7 +60,9 @@ def test_commit_case_and_report_run_end_to_end(tmp_path: Path) -> None:
     report.write_markdown(str(out / "latest.md"), meta, rows, plots, "plots")
     saved = json.loads((out / "latest.json").read_text())
     assert len(saved["rows"]) == len(rows)
-    assert "## 1 commit" in (out / "latest.md").read_text()
+    text = (out / "latest.md").read_text()
+    assert "## 1 commit" in text
+    assert f"{meta['host_gauge_start']:.2f} s / 1.50 s of CPU" in text
 
 
 def test_large_commit_case_builds_a_log_both_engines_load(tmp_path: Path) -> None:
