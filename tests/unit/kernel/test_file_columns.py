@@ -251,11 +251,8 @@ def test_partition_values_agree_with_the_file_view(values: list[dict[str, str | 
     _assert_agrees_with_the_file_view(files, "p")
 
 
-def test_null_counts_the_typed_reader_refuses_are_read_by_the_rule(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The bounds are read typed, and the counts only when asked: a null count that is not an
-    # object (the rule ignores it, so the file may hold values) sends them to the rule.
+def _whole_parses(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The statistics texts parsed as whole objects from now on, in order."""
     parsed: list[str | None] = []
     real = file_columns.parse_stats_objects
 
@@ -264,6 +261,15 @@ def test_null_counts_the_typed_reader_refuses_are_read_by_the_rule(
         return real(texts, exact=exact)
 
     monkeypatch.setattr(file_columns, "parse_stats_objects", counting)
+    return parsed
+
+
+def test_null_counts_the_typed_reader_refuses_are_read_by_the_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bounds are read typed, and the counts only when asked: a null count that is not an
+    # object (the rule ignores it, so the file may hold values) sends them to the rule.
+    parsed = _whole_parses(monkeypatch)
     files = [
         _file("1", '{"numRecords":4,"minValues":{"id":1},"maxValues":{"id":9},"nullCount":3}'),
         _file(
@@ -308,14 +314,7 @@ def test_a_key_spelled_beyond_ascii_sends_the_batch_to_the_rule() -> None:
 def test_plain_statistics_are_read_without_parsing_whole_objects(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    parsed: list[str | None] = []
-    real = file_columns.parse_stats_objects
-
-    def counting(texts: list[str | None], *, exact: bool) -> Any:
-        parsed.extend(texts)
-        return real(texts, exact=exact)
-
-    monkeypatch.setattr(file_columns, "parse_stats_objects", counting)
+    parsed = _whole_parses(monkeypatch)
     files = [
         _file(
             "1",
