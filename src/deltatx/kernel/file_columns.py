@@ -262,14 +262,11 @@ class FileColumns:
         pkind = partition_kind(f, kind)
         # A batch holds few distinct values: each is read by the rule once.
         entries = {raw: _partition_entry(raw, pkind) for raw in set(raws)}
+        # Text values read as themselves: then the raw list is the bounds.
+        same = all(e[0] is raw for raw, e in entries.items())
+        lo = raws if same else [entries[raw][0] for raw in raws]
         if all(e[1] and not e[2] for e in entries.values()):
-            # Text values read as themselves: the raw list is the bounds.
-            if all(e[0] is raw for raw, e in entries.items()):
-                lo = raws
-            else:
-                lo = list(map({raw: e[0] for raw, e in entries.items()}.__getitem__, raws))
             return Bounds(lo, lo, [False] * self.n, [True] * self.n)
-        lo = [entries[raw][0] for raw in raws]
         valued = [entries[raw][1] for raw in raws]
         unknown = [entries[raw][2] for raw in raws]
         return Bounds(lo, lo, unknown, valued)
@@ -282,8 +279,8 @@ class FileColumns:
             # Files with the first one's keys (the usual case: all of them) share its key,
             # where no two of those keys are equal but for case (then their order counts). A
             # file has those keys when it has as many and each of them.
-            key = find.shared_key_of(layout)
-            if key is not _MISSING and set(map(len, pvs)) == {len(layout)}:
+            if layout and find.unambiguous(layout) and set(map(len, pvs)) == {len(layout)}:
+                key = find.key_of(layout)
                 try:
                     values = list(map(itemgetter(*layout), pvs))
                 except KeyError:
@@ -404,12 +401,11 @@ class _Lookup:
     is worked out once per layout of keys: the files of one table share a few.
     """
 
-    __slots__ = ("_names", "layouts", "shared")
+    __slots__ = ("_names", "layouts")
 
     def __init__(self, names: Sequence[str]) -> None:
         self._names = tuple(names)
         self.layouts: dict[tuple[Any, ...], Any] = {}
-        self.shared: dict[tuple[Any, ...], Any] = {}
 
     def __call__(self, obj: Any) -> Any:
         if type(obj) is not dict or not obj:
@@ -427,19 +423,10 @@ class _Lookup:
                 self.layouts[layout] = key
         return key
 
-    def shared_key_of(self, layout: tuple[Any, ...]) -> Any:
-        """``key_of(layout)`` where any object with these keys, in any order, has that key.
-
-        That is where no two of the keys are equal but for case (then their order counts);
-        otherwise, and for no keys at all, ``_MISSING``.
-        """
-        key = self.shared.get(layout, _MISSING)
-        if key is _MISSING and layout:
-            if len({str(k).lower() for k in layout}) == len(layout):
-                key = self.key_of(layout)
-            if len(self.shared) < _MAX_LAYOUTS:
-                self.shared[layout] = key
-        return key
+    @staticmethod
+    def unambiguous(layout: tuple[Any, ...]) -> bool:
+        """Whether no two keys are equal but for case, so that their order cannot count."""
+        return len({str(k).lower() for k in layout}) == len(layout)
 
 
 _MAX_LAYOUTS = 256

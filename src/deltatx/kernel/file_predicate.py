@@ -128,10 +128,11 @@ class _Scope:
             return kind
 
 
-# What the predicates of one table share, by the identity of its schema: snapshots of a table
-# version, and the next versions while its metadata is unchanged, hold one schema object. A
-# conflict check compiles its read predicate anew, but the column plans, key layouts and
-# column kinds were worked out by the table's previous checks.
+# What the predicates of one table share, by the identity of its schema: a snapshot, and the
+# snapshots updated from it while the metadata is unchanged, hold one schema object (a snapshot
+# loaded afresh brings its own, and a new entry). A conflict check compiles its read predicate
+# anew, but the column plans, key layouts and column kinds were worked out by the previous
+# checks of the writer's table.
 _TABLES: dict[tuple[int, tuple[str, ...]], tuple[StructType, ColumnReader, _Scope]] = {}
 _MAX_TABLES = 32
 _TABLES_LOCK = threading.Lock()
@@ -208,18 +209,16 @@ def _compile_or(children: Sequence[Expression], scope: _Scope) -> _Test:
     ranges: dict[tuple[str, ComparisonOp, ComparisonOp], tuple[str, list[tuple[Any, Any]]]] = {}
     tests: list[_Test] = []
     for child in children:
-        if isinstance(child, Comparison):
-            equality = _partition_equality(child, scope)
-            if equality is not None:
-                values.setdefault(equality[0], set()).add(equality[1])
-                continue
-        elif isinstance(child, And):
-            pair = _range_pair(child, scope)
-            if pair is not None:
-                name, low_op, low, high_op, high = pair
-                group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
-                group[1].append((low, high))
-                continue
+        equality = _partition_equality(child, scope)
+        if equality is not None:
+            values.setdefault(equality[0], set()).add(equality[1])
+            continue
+        pair = _range_pair(child, scope)
+        if pair is not None:
+            name, low_op, low, high_op, high = pair
+            group = ranges.setdefault((name.lower(), low_op, high_op), (name, []))
+            group[1].append((low, high))
+            continue
         tests.append(_compile(child, scope))
     sets = [_value_in(name, frozenset(literals)) for name, literals in values.items()]
     spans = [
