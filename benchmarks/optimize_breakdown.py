@@ -7,10 +7,12 @@ machine shared with other work inflates far less than wall time)::
     python -m benchmarks.optimize_breakdown --rows 1000000 --files 200 --runs 4
 
 ``plain`` reads the files and coalesces them into one (no row addresses); ``sorted`` also
-sorts each row by its file path and row index (the order compaction keeps); ``deltatx`` is
-the compaction's own write (:func:`write_bins`), which reads a bin without deletion vectors
-in that path order; ``indexed`` is the same write with each row's file index looked up
-instead (the read bins with deletion vectors still take). Wall seconds are printed too.
+sorts each row by its file path and row index; ``deltatx`` is the compaction's own write
+(:func:`write_bins`), which reads a bin written alone without deletion vectors in the order
+Spark's scan plans it, each row's place checked; ``by_path`` is the same write sorted by path
+and row index instead (as bins written together are); ``indexed`` sorts by each row's file
+index, looked up (the read bins with deletion vectors still take). Wall seconds are printed
+too.
 """
 
 from __future__ import annotations
@@ -78,16 +80,24 @@ def main() -> None:
             .write.parquet(out())
         ),
         "deltatx": lambda: write_bins(spark, txn, [files]),
-        "indexed": lambda: _by_file_index(lambda: write_bins(spark, txn, [files])),
+        "by_path": lambda: _without(
+            ["read_in_scan_order"], lambda: write_bins(spark, txn, [files])
+        ),
+        "indexed": lambda: _without(
+            ["read_in_scan_order", "_bins_in_path_order"], lambda: write_bins(spark, txn, [files])
+        ),
     }
-    in_path_order = compaction_write._bins_in_path_order
 
-    def _by_file_index(op: Callable[[], object]) -> None:
-        compaction_write._bins_in_path_order = lambda *_args, **_kw: None  # type: ignore[assignment]
+    def _without(steps: list[str], op: Callable[[], object]) -> None:
+        """Runs ``op`` with the write's ``steps`` declining, as where they cannot apply."""
+        saved = {name: getattr(compaction_write, name) for name in steps}
+        for name in steps:
+            setattr(compaction_write, name, lambda *_args, **_kw: None)
         try:
             op()
         finally:
-            compaction_write._bins_in_path_order = in_path_order  # type: ignore[assignment]
+            for name, step in saved.items():
+                setattr(compaction_write, name, step)
 
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     wall: dict[str, list[float]] = {name: [] for name in variants}

@@ -80,12 +80,14 @@ class Timer:
     """Times Spark operations, counts the Spark jobs each one ran and notes peak memory.
 
     After :meth:`measure`, ``memory`` holds the driver's peak resident set (the Python
-    process, over its life so far) and the JVM's peak heap during the measured runs, in MB.
+    process, over its life so far) and the JVM's peak heap during the measured runs, in MB;
+    after :meth:`measure_side_by_side`, ``memories`` holds the same for each operation.
     """
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
         self.memory: dict[str, float] = {}
+        self.memories: list[dict[str, float]] = []
 
     def _jvm_heap_peak_mb(self, *, reset: bool) -> float:
         jvm = self.spark.sparkContext._jvm
@@ -138,7 +140,7 @@ class Timer:
         """
         samples: list[list[float]] = [[] for _ in ops]
         jobs: list[list[int]] = [[] for _ in ops]
-        jvm_peak = 0.0
+        jvm_peaks = [0.0 for _ in ops]
         for i in range(warmup + max(runs, MIN_RUNS)):
             for k, op in enumerate(ops):
                 if setup is not None:
@@ -148,11 +150,12 @@ class Timer:
                 if i >= warmup:
                     samples[k].append(elapsed)
                     jobs[k].append(n)
-                    jvm_peak = max(jvm_peak, self._jvm_heap_peak_mb(reset=False))
-        self.memory = {
-            "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "jvm_peak_heap_mb": jvm_peak,
-        }
+                    jvm_peaks[k] = max(jvm_peaks[k], self._jvm_heap_peak_mb(reset=False))
+        driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        self.memories = [
+            {"driver_peak_rss_mb": driver, "jvm_peak_heap_mb": peak} for peak in jvm_peaks
+        ]
+        self.memory = {"driver_peak_rss_mb": driver, "jvm_peak_heap_mb": max(jvm_peaks)}
         return [
             (Stats.of(times), float(sorted(counts)[len(counts) // 2]))
             for times, counts in zip(samples, jobs, strict=True)

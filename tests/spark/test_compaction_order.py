@@ -1,15 +1,18 @@
 """Compaction without deletion vectors: each output keeps its sources' rows in tag order.
 
-Such bins are read by Spark's plain scan and ordered by the path Spark reports for each row
-(:mod:`deltatx.spark.commands.compaction_read`); the sources are then listed in that order,
-which need not be the order of the log's paths.
+Such bins are read by Spark's plain scan (:mod:`deltatx.spark.commands.compaction_read`). A
+bin written alone is read in the order Spark plans its files, each row's place checked; other
+bins are ordered by the path Spark reports for each row. The sources are listed in the order
+taken, which need not be the order of the log's paths.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -22,7 +25,14 @@ from deltatx.kernel.actions import AddFile
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.provenance import SOURCES_TAG, segments_of
 from deltatx.log.transaction import OptimisticTransaction
-from deltatx.spark.commands.compaction_read import _directory_of_exactly, read_in_path_order
+from deltatx.spark.commands import compaction_read, compaction_write
+from deltatx.spark.commands.compaction_read import (
+    SCAN_ORDER_BROKEN,
+    _directory_of_exactly,
+    read_in_path_order,
+    read_in_scan_order,
+)
+from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.write import TableLocation, decode_uri_path, encode_uri_path
 from deltatx.storage.location import Location
 
@@ -98,11 +108,25 @@ def _rename(dt: DeltaTable, table_dir: Path, names: list[tuple[str, str]]) -> No
     txn.commit()
 
 
+def _sorts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the bins sent to the sorting path, the one read in scan order turned off."""
+    calls: list[int] = []
+    sort = compaction_write._bins_in_path_order
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return sort(*args, **kwargs)
+
+    monkeypatch.setattr(compaction_write, "_bins_in_path_order", counted)
+    return calls
+
+
 def test_sources_are_listed_in_the_order_spark_sorts_their_paths(
-    spark: SparkSession, table_dir: Path
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The log may spell a path otherwise than Spark reports it: "%C3%A9" sorts first as
     the log spells it and last as Spark reports it (raw UTF-8), "[" is encoded by Spark."""
+    monkeypatch.setattr(compaction_write, "read_in_scan_order", lambda *a, **k: None)
     dt = _table(spark, table_dir, files=4, partitioned=False)
     _rename(
         dt,
@@ -118,6 +142,128 @@ def test_sources_are_listed_in_the_order_spark_sorts_their_paths(
     dt.optimize().execute_compaction()
     (order,) = _assert_outputs_trace(dt, before)
     assert order[0] == "a%20b.parquet" and order[-1] == "%C3%A9.parquet"
+
+
+def test_a_bin_written_alone_is_read_in_scan_order_whatever_its_names(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No sort, and Spark's statuses (paths decoded) matched to the log's spellings."""
+    sorts = _sorts(monkeypatch)
+    dt = _table(spark, table_dir, files=4, partitioned=False)
+    _rename(
+        dt,
+        table_dir,
+        [
+            ("é.parquet", "%C3%A9.parquet"),
+            ("f.parquet", "f.parquet"),
+            ("a b.parquet", "a%20b.parquet"),
+            ("z[1].parquet", "file://" + encode_uri_path(f"{table_dir}/z[1].parquet")),
+        ],
+    )
+    before = _rows_by_source(dt)
+    dt.optimize().execute_compaction()
+    (order,) = _assert_outputs_trace(dt, before)
+    assert sorted(order) == sorted(before) and not sorts
+
+
+def test_a_row_out_of_its_planned_place_fails_the_read_and_the_bin_is_sorted(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan that lists the files in another order than Spark reads them is caught."""
+    sorts = _sorts(monkeypatch)
+    planned = compaction_read._planned_order
+
+    def reversed_plan(*args: Any) -> Any:
+        out = planned(*args)
+        return None if out is None else out[::-1]
+
+    monkeypatch.setattr(compaction_read, "_planned_order", reversed_plan)
+    dt = _table(spark, table_dir, files=5, partitioned=False)
+    before = _rows_by_source(dt)
+    dt.optimize().execute_compaction()
+    _assert_outputs_trace(dt, before)
+    assert sorts == [1]
+    # The read itself is what refuses.
+    txn = OptimisticTransaction(dt.log, dt.log.snapshot())
+    (out,) = txn.scan()
+    files = [out, *_append_one(spark, dt)]
+    read = read_in_scan_order(
+        spark,
+        location=TableLocation.parse(dt.log.table_path),
+        files=files,
+        physical_data_schema=txn.schema,
+        column_mapping="none",
+        rows_of=lambda f: physical_rows(txn, f),
+    )
+    assert read is not None
+    with pytest.raises(Exception, match=SCAN_ORDER_BROKEN):
+        read[0].collect()
+
+
+def _append_one(spark: SparkSession, dt: DeltaTable) -> list[AddFile]:
+    """Appends one more file (ids 100..109) and returns its ``add``."""
+    known = {f.path for f in dt.snapshot().add_files()}
+    data = spark.range(100, 110).select(
+        "id", (F.col("id") * 10).alias("v"), (F.col("id") % 2).alias("p")
+    )
+    deltatx.write(data.coalesce(1), str(dt.log.table_path), mode="append")
+    return [f for f in dt.snapshot().add_files() if f.path not in known]
+
+
+def test_files_spark_cannot_tell_apart_are_sorted_instead(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files of one size and one modification time bear one mark: the check could not
+    tell which of them a row came from, so the bin is not read in scan order."""
+    sorts = _sorts(monkeypatch)
+    data = spark.range(0, 50).select("id", (F.col("id") * 10).alias("v"), F.lit(0).alias("p"))
+    for _ in range(2):  # the same rows twice: two files of the same size
+        deltatx.write(data.coalesce(1), str(table_dir), mode="append")
+    dt = DeltaTable.for_path(spark, str(table_dir))
+    files = dt.snapshot().add_files()
+    paths = [table_dir / decode_uri_path(f.path) for f in files]
+    assert len({p.stat().st_size for p in paths}) == 1
+    for p in paths:
+        os.utime(p, ns=(1_700_000_000_123_000_000, 1_700_000_000_123_000_000))
+    txn = OptimisticTransaction(dt.log, dt.log.snapshot())
+    read = read_in_scan_order(
+        spark,
+        location=TableLocation.parse(dt.log.table_path),
+        files=files,
+        physical_data_schema=txn.schema,
+        column_mapping="none",
+        rows_of=lambda f: physical_rows(txn, f),
+    )
+    assert read is None
+    before = _rows_by_source(dt)
+    dt.optimize().execute_compaction()
+    _assert_outputs_trace(dt, before)
+    assert sorts == [1]
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "LocatedFileStatus{path=file:/t/a.parquet; isDirectory=false; length=12; replication=1;"
+        " blocksize=33554432; modification_time=1700000000123; access_time=0; owner=; group=;"
+        " permission=rw-rw-rw-; isSymlink=false; hasAcl=false; isEncrypted=false;"
+        " isErasureCoded=false}",
+        # A name that repeats Hadoop's fields, and S3A's suffix after the braces.
+        "S3AFileStatus{path=s3a://b/x; isDirectory=false; length=1; modification_time=2;.parquet;"
+        " isDirectory=false; length=12; replication=1; blocksize=1; modification_time="
+        "1700000000123; access_time=0; owner=o; group=g; permission=rw-rw-rw-; isSymlink=false;"
+        " hasAcl=false; isEncrypted=true; isErasureCoded=false} isEmptyDirectory=FALSE eTag=e"
+        " versionId=null",
+    ],
+)
+def test_a_file_status_is_read_for_its_path_size_and_time(status: str) -> None:
+    fields = compaction_read._STATUS.fullmatch(status)
+    assert fields is not None
+    assert fields.group(1) in (
+        "file:/t/a.parquet",
+        "s3a://b/x; isDirectory=false; length=1; modification_time=2;.parquet",
+    )
+    assert (int(fields.group(2)), int(fields.group(3))) == (12, 1_700_000_000_123)
 
 
 def test_bins_with_deletion_vectors_are_read_by_file_index(

@@ -13,15 +13,26 @@ The files of the bin are then listed in the order Spark sorts their paths. That 
 taken from Spark's own listing of the scan (every file must match the log's path exactly,
 under one scheme and authority), never guessed; when it cannot be, the bins are read with
 each row's file index (:mod:`.compaction_write`).
+
+A bin written alone (one output, one task, no bin column) needs no sort at all
+(:func:`read_in_scan_order`): coalesced into one task, Spark's scan reads whole files in the
+order it planned them, largest first, ties in the order of its listing. Each row's place in
+that task is then checked against the place the plan gives it: the position counted in the
+task less the row's index in its file must be where its file starts, the file told apart by
+its size and modification time as Spark's listing has them. A row anywhere else fails the
+write with :data:`SCAN_ORDER_BROKEN`, and the caller sorts instead. The check proves the
+order; the plan only makes it likely.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pyarrow.fs as pafs
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 
 from deltatx.kernel.actions import AddFile
@@ -36,6 +47,22 @@ from deltatx.storage.location import Location
 
 SOURCE_PATH_COLUMN = "__deltatx_source_path"
 """The path Spark reports for a row's file; sorts the bin's files in the order returned."""
+
+SCAN_ORDER_BROKEN = "deltatx: a compaction bin was not read in its planned order"
+"""The error a bin read by :func:`read_in_scan_order` raises when a row is out of place."""
+
+# A row's check key packs where its file starts (31 bits) and a mark of the file (32 bits:
+# the low 16 bits of its size and of its modification time in ms) into one long.
+_MARK_BITS = 32
+_HALF_MARK = (1 << (_MARK_BITS // 2)) - 1
+# Hadoop's FileStatus.toString (S3A's appends to it): path, length, modification time (ms).
+_STATUS = re.compile(
+    r"\w+\{path=(.*); isDirectory=false; length=(\d+);.*; modification_time=(\d+);.*", re.DOTALL
+)
+# Beyond this many files the check's list of keys makes the plan slow to build.
+_SCAN_ORDER_FILES = 10_000
+
+_T = TypeVar("_T")
 
 # Hadoop expands these in paths given to a reader; a file name holding one must be escaped.
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
@@ -66,6 +93,109 @@ def read_in_path_order(
         established from Spark's listing, or the table maps columns by field id (the
         reader then needs a setting of its own); the caller reads the bin with file indexes.
     """
+    scanned = _bin_scan(
+        spark, location, files, physical_data_schema, column_mapping, _in_listed_order
+    )
+    if scanned is None:
+        return None
+    scan, ordered = scanned
+    rows = select_exprs(
+        spark,
+        scan,
+        [
+            *[quote_column(f.name) for f in physical_data_schema.fields],
+            f"_metadata.file_path AS {SOURCE_PATH_COLUMN}",
+            f"_metadata.row_index AS {ROW_INDEX_COLUMN}",
+        ],
+    )
+    return rows, ordered
+
+
+def read_in_scan_order(
+    spark: SparkSession,
+    *,
+    location: TableLocation,
+    files: Sequence[AddFile],
+    physical_data_schema: StructType,
+    column_mapping: ColumnMappingMode | str,
+    rows_of: Callable[[AddFile], int],
+) -> tuple[DataFrame, list[AddFile]] | None:
+    """A bin's rows in one task, in the order Spark's scan plans its files, checked row by row.
+
+    Args:
+        spark: The session to read with.
+        location: The table's place on storage (Spark reaches it).
+        files: The bin's files, none with a deletion vector.
+        physical_data_schema: The data columns as stored (physical names), in write order.
+        column_mapping: The table's column mapping mode.
+        rows_of: The number of rows stored in a file.
+
+    Returns:
+        ``(rows, ordered)``: ``rows`` is one partition of the data columns, file by file in
+        the order of ``ordered``, each file's in row order; evaluating it raises
+        :data:`SCAN_ORDER_BROKEN` at the first row out of that place. None when two files
+        bear the same mark, a file would be split, or the listing cannot be matched to the
+        bin (as for :func:`read_in_path_order`).
+    """
+    if len(files) > _SCAN_ORDER_FILES:
+        return None
+    scanned = _bin_scan(
+        spark, location, files, physical_data_schema, column_mapping, _in_index_order
+    )
+    if scanned is None:
+        return None
+    scan, listed = scanned
+    planned = _planned_order(spark, listed)
+    if planned is None:
+        return None
+    keys: list[str] = []
+    marks: set[int] = set()
+    start = 0
+    for add, size, modified in planned:
+        rows = rows_of(add)
+        if rows:
+            mark = (size & _HALF_MARK) << (_MARK_BITS // 2) | (modified & _HALF_MARK)
+            marks.add(mark)
+            keys.append(f"{start << _MARK_BITS | mark}L")
+        start += rows
+    # A row passes only where (its file's start, its file's mark) is a planned pair. With no
+    # two marks alike, that is its own file's planned start, so every row is where planned.
+    if len(marks) != len(keys) or start >= 1 << (63 - _MARK_BITS):
+        return None
+    columns = [quote_column(f.name) for f in physical_data_schema.fields]
+    if not columns:
+        return None
+    # Counted in the one task the coalesce leaves, the position can only be taken after it.
+    file_start = "monotonically_increasing_id() - _metadata.row_index"
+    mark_of_row = (
+        f"shiftleft(_metadata.file_size & {_HALF_MARK}, {_MARK_BITS // 2}) "
+        f"| (unix_millis(_metadata.file_modification_time) & {_HALF_MARK})"
+    )
+    in_place = f"(shiftleft({file_start}, {_MARK_BITS}) | {mark_of_row}) IN ({', '.join(keys)})"
+    # The check rides on the first column, so the write evaluates it for every row.
+    checked = (
+        f"CASE WHEN {in_place} THEN {columns[0]} "
+        f"ELSE raise_error('{SCAN_ORDER_BROKEN}') END AS {columns[0]}"
+    )
+    one_task = DataFrame(scan._jdf.coalesce(1), spark)
+    rows_in_place = select_exprs(spark, one_task, [checked, *columns[1:]])
+    return rows_in_place, [add for add, _, _ in planned]
+
+
+def _bin_scan(
+    spark: SparkSession,
+    location: TableLocation,
+    files: Sequence[AddFile],
+    physical_data_schema: StructType,
+    column_mapping: ColumnMappingMode | str,
+    arrange: Callable[[SparkSession, DataFrame, Sequence[AddFile], Sequence[str]], _T | None],
+) -> tuple[DataFrame, _T] | None:
+    """Spark's scan of exactly the bin's files, and the files as ``arrange`` orders them.
+
+    The directory is listed whole when it holds exactly the bin, else the files are given one
+    by one. None for field-id column mapping, deletion vectors, or when ``arrange`` cannot
+    match Spark's listing to the bin.
+    """
     if column_mapping == ColumnMappingMode.ID or any(f.deletion_vector for f in files):
         return None
     root = location.location
@@ -79,29 +209,18 @@ def read_in_path_order(
         .option("recursiveFileLookup", "true")
     )
     keys = [uri_path_key(p) for p in spark_paths]
-    ordered = None
     directory = _directory_of_exactly(root, canonical)
     if directory is not None:
         # One listing of the directory, instead of a check and a listing of each file.
         scan = read_parquet(spark, reader, [_GLOB_CHARS.sub(r"\\\1", spark_uri(root, directory))])
-        ordered = _in_listed_order(spark, scan, files, keys)
-    if ordered is None:
-        escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
-        with listed_on_driver(spark, len(spark_paths)):
-            scan = read_parquet(spark, reader, escaped)
-        ordered = _in_listed_order(spark, scan, files, keys)
-    if ordered is None:
-        return None
-    rows = select_exprs(
-        spark,
-        scan,
-        [
-            *[quote_column(f.name) for f in physical_data_schema.fields],
-            f"_metadata.file_path AS {SOURCE_PATH_COLUMN}",
-            f"_metadata.row_index AS {ROW_INDEX_COLUMN}",
-        ],
-    )
-    return rows, ordered
+        ordered = arrange(spark, scan, files, keys)
+        if ordered is not None:
+            return scan, ordered
+    escaped = [_GLOB_CHARS.sub(r"\\\1", p) for p in spark_paths]
+    with listed_on_driver(spark, len(spark_paths)):
+        scan = read_parquet(spark, reader, escaped)
+    ordered = arrange(spark, scan, files, keys)
+    return None if ordered is None else (scan, ordered)
 
 
 def _spark_lists(name: str) -> bool:
@@ -140,13 +259,56 @@ def _in_listed_order(
     and authority for the whole bin, the reported paths sort as their remainders do. Strings
     sort by unsigned UTF-8 bytes in Spark and by code points in Python: the same order.
     """
+    matched = _matched(_joined(spark, scan._jdf.inputFiles()), files, keys)
+    return None if matched is None else [add for _, add in sorted(matched)]
+
+
+def _in_index_order(
+    spark: SparkSession, scan: DataFrame, files: Sequence[AddFile], keys: Sequence[str]
+) -> list[tuple[AddFile, int, int]] | None:
+    """``files`` in the scan's file index order, with the size and modified time it lists.
+
+    The planner starts from that order and those sizes (the time is in milliseconds). The
+    public listing (``inputFiles``) goes through a set; the index's own file statuses keep
+    the order, and read as one string cost one call instead of an array's element by
+    element. A status shows its path decoded (Hadoop's ``Path.toString``), which
+    :func:`uri_path_key` encodes as the keys are. None where the plan is not a plain file
+    relation, a status cannot be read, or the statuses are not exactly the bin.
+    """
+    try:
+        index = scan._jdf.queryExecution().analyzed().relation().location()
+        statuses = str(index.allFiles().mkString(SEPARATOR)).split(SEPARATOR)
+    except Py4JError:
+        return None
+    by_key = {key: add for key, add in zip(keys, files, strict=True)}
+    prefixes: set[str] = set()
+    out: list[tuple[AddFile, int, int]] = []
+    for status in statuses:
+        # The path may hold anything; greedy, it ends at the last of Hadoop's fields.
+        fields = _STATUS.fullmatch(status)
+        path = None if fields is None else fields.group(1)
+        scheme = None if path is None else _SCHEME_AND_AUTHORITY.match(path)
+        add = None if scheme is None else by_key.pop(uri_path_key(path or ""), None)
+        if fields is None or scheme is None or add is None:
+            return None
+        prefixes.add(scheme.group(0))
+        out.append((add, int(fields.group(2)), int(fields.group(3))))
+    return out if len(prefixes) == 1 and not by_key else None
+
+
+def _joined(spark: SparkSession, listing: object) -> list[str]:
+    """A Java ``String[]`` as a list, in one call (Py4J reads a Java array element by element)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    # Joined on the JVM (one call; a Java array in Python is read element by element), by
     # Hadoop's join: Py4J finds no method taking the String[] as an Object[] or a varargs.
-    listing = scan._jdf.inputFiles()
     joined = str(jvm.org.apache.hadoop.util.StringUtils.join(SEPARATOR, listing))
-    listed = joined.split(SEPARATOR) if joined else []
+    return joined.split(SEPARATOR) if joined else []
+
+
+def _matched(
+    listed: Sequence[str], files: Sequence[AddFile], keys: Sequence[str]
+) -> list[tuple[str, AddFile]] | None:
+    """Each listed path's remainder and file, in listing order; None unless they are the bin."""
     prefixes: set[str] = set()
     remainders: list[str] = []
     for path in listed:
@@ -158,4 +320,30 @@ def _in_listed_order(
     by_key = {key: add for key, add in zip(keys, files, strict=True)}
     if len(prefixes) != 1 or len(listed) != len(files) or set(remainders) != set(by_key):
         return None
-    return [by_key[key] for key in sorted(remainders)]
+    return [(key, by_key[key]) for key in remainders]
+
+
+def _planned_order(
+    spark: SparkSession, listed: Sequence[tuple[AddFile, int, int]]
+) -> list[tuple[AddFile, int, int]] | None:
+    """The order Spark's scan reads ``listed`` (in its index's order) in; None if it splits one.
+
+    The planner sorts its splits by length, largest first, keeping the listing's order among
+    equals, and packs them into partitions in that order, which a coalesce into one task reads
+    in turn. A file larger than the planner's split size would be read in pieces.
+    """
+    try:
+        conf = spark._jsparkSession.sessionState().conf()
+        open_cost = int(conf.filesOpenCostInBytes())
+        largest = int(conf.filesMaxPartitionBytes())
+        least = conf.filesMinPartitionNum()
+        partitions = (
+            int(least.get()) if least.isDefined() else spark.sparkContext.defaultParallelism
+        )
+    except Py4JError:
+        return None
+    total = sum(size + open_cost for _, size, _ in listed)
+    split = min(largest, max(open_cost, total // max(partitions, 1)))
+    if any(size > split for _, size, _ in listed):
+        return None
+    return sorted(listed, key=lambda entry: -entry[1])

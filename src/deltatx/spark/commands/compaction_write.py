@@ -15,10 +15,12 @@ listed in that order, see :mod:`.compaction_read`; else by its index), and writt
 the bin as the only ``partitionBy`` column, so the writer opens one file per bin and keeps the
 sort order (the required ordering is a prefix of ours, so Spark adds no sort of its own). A
 single bin, one task already, is written as a plain Parquet rewrite is: no bin column, no
-``partitionBy``. Files are then moved from the bin directories (or the staging directory) to
-the directory of the bin's first source. An output whose row count does not match the
-sources' live rows gets no tag: its races are then judged per file, which is coarser but never
-wrong.
+``partitionBy``; without deletion vectors it is not even sorted, but read in the order Spark's
+scan plans its files, each row's place checked as it is written
+(:func:`.compaction_read.read_in_scan_order`), and sorted only if that check fails. Files
+are then moved from the bin directories (or the staging directory) to the directory of the
+bin's first source. An output whose row count does not match the sources' live rows gets no
+tag: its races are then judged per file, which is coarser but never wrong.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -42,7 +45,12 @@ from deltatx.kernel.schema import StructType
 from deltatx.log.transaction import OptimisticTransaction
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches
-from deltatx.spark.commands.compaction_read import SOURCE_PATH_COLUMN, read_in_path_order
+from deltatx.spark.commands.compaction_read import (
+    SCAN_ORDER_BROKEN,
+    SOURCE_PATH_COLUMN,
+    read_in_path_order,
+    read_in_scan_order,
+)
 from deltatx.spark.commands.dv_dml import physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.jvm_steps import select_exprs, sort_within_partitions
@@ -97,40 +105,72 @@ def write_bins(
     physical = physical_schema(data_schema, txn.configuration.column_mapping_mode)
     location = TableLocation.parse(txn.log.table_path)
     reaches = spark_reaches(spark, location.location)
-    # One bin is one task already: the write needs no bin column to split it by.
+    ensure_micros_timestamps(spark)
+    if reaches and len(bins) == 1:
+        # One bin is one task already: the write needs no bin column to split it by.
+        scanned = read_in_scan_order(
+            spark,
+            location=location,
+            files=bins[0],
+            physical_data_schema=physical,
+            column_mapping=txn.configuration.column_mapping_mode,
+            rows_of=functools.partial(physical_rows, txn),
+        )
+        if scanned is not None:
+            rows, ordered = scanned
+            try:
+                return _write_staged(txn, location, rows, [ordered], physical, by_bin=False)
+            except PySparkException as error:
+                if SCAN_ORDER_BROKEN not in str(error):
+                    raise
     by_bin = [] if reaches and len(bins) == 1 else [_BIN]
     in_path_order = _bins_in_path_order(spark, txn, location, bins, physical) if reaches else None
     if in_path_order is not None:
         by_path, bins = in_path_order
-        ordered = select_exprs(
+        ordered_rows = select_exprs(
             spark,
             sort_within_partitions(spark, by_path, [*by_bin, SOURCE_PATH_COLUMN, ROW_INDEX_COLUMN]),
             [*[quote_column(f.name) for f in physical.fields], *by_bin],
         )
     else:
-        ordered = (
+        ordered_rows = (
             _bins_by_task(spark, txn, bins)
             .sortWithinPartitions(*by_bin, FILE_INDEX_COLUMN, ROW_INDEX_COLUMN)
             # Partition values live in the log, not in data files; the bin says where they go.
             .select(*[quote_column(f.name) for f in data_schema.fields], *by_bin)
         )
         if physical is not data_schema:
-            ordered = rename_columns(ordered, data_schema, physical)
-    ensure_micros_timestamps(spark)
+            ordered_rows = rename_columns(ordered_rows, data_schema, physical)
     if not reaches:
-        return _write_bins_with_arrow(txn, location, bins, ordered, data_schema)
+        return _write_bins_with_arrow(txn, location, bins, ordered_rows, data_schema)
+    return _write_staged(txn, location, ordered_rows, bins, physical, by_bin=bool(by_bin))
+
+
+def _write_staged(
+    txn: OptimisticTransaction,
+    location: TableLocation,
+    rows: DataFrame,
+    bins: Sequence[Sequence[AddFile]],
+    physical: StructType,
+    *,
+    by_bin: bool,
+) -> list[AddFile]:
+    """Writes ``rows`` (with :data:`_BIN` if ``by_bin``) to staging, then publishes each bin.
+
+    The staging directory is removed whether the write succeeds or fails.
+    """
     staging_rel = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
     staging = location.fs_path(staging_rel)
     try:
         (
-            ordered.write.mode("error")
+            rows.write.mode("error")
             .format("parquet")
-            .partitionBy(*by_bin)
+            .partitionBy(*([_BIN] if by_bin else []))
             # Never split a bin: a session default for maxRecordsPerFile would.
             .option("maxRecordsPerFile", "0")
             .save(location.spark_path(staging_rel))
         )
-        written = _written_by_bin(location.fs, staging, by_bin=bool(by_bin))
+        written = _written_by_bin(location.fs, staging, by_bin=by_bin)
         out: list[AddFile] = []
         for index, paths in sorted(written.items()):
             out.extend(_publish_bin(txn, location, index, bins[index], paths, physical))
