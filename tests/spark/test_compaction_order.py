@@ -108,6 +108,21 @@ def _rename(dt: DeltaTable, table_dir: Path, names: list[tuple[str, str]]) -> No
     txn.commit()
 
 
+def _rename_oddly(dt: DeltaTable, table_dir: Path) -> None:
+    """Four files named as the log and Spark spell differently: "é" (the log encodes it,
+    Spark does not), a space and "[" (both encode them), one path absolute in the log."""
+    _rename(
+        dt,
+        table_dir,
+        [
+            ("é.parquet", "%C3%A9.parquet"),
+            ("f.parquet", "f.parquet"),
+            ("a b.parquet", "a%20b.parquet"),
+            ("z[1].parquet", "file://" + encode_uri_path(f"{table_dir}/z[1].parquet")),
+        ],
+    )
+
+
 def _sorts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the bins sent to the sorting path, the one read in scan order turned off."""
     calls: list[int] = []
@@ -128,16 +143,7 @@ def test_sources_are_listed_in_the_order_spark_sorts_their_paths(
     the log spells it and last as Spark reports it (raw UTF-8), "[" is encoded by Spark."""
     monkeypatch.setattr(compaction_write, "read_in_scan_order", lambda *a, **k: None)
     dt = _table(spark, table_dir, files=4, partitioned=False)
-    _rename(
-        dt,
-        table_dir,
-        [
-            ("é.parquet", "%C3%A9.parquet"),
-            ("f.parquet", "f.parquet"),
-            ("a b.parquet", "a%20b.parquet"),
-            ("z[1].parquet", "file://" + encode_uri_path(f"{table_dir}/z[1].parquet")),
-        ],
-    )
+    _rename_oddly(dt, table_dir)
     before = _rows_by_source(dt)
     dt.optimize().execute_compaction()
     (order,) = _assert_outputs_trace(dt, before)
@@ -150,16 +156,7 @@ def test_a_bin_written_alone_is_read_in_scan_order_whatever_its_names(
     """No sort, and Spark's statuses (paths decoded) matched to the log's spellings."""
     sorts = _sorts(monkeypatch)
     dt = _table(spark, table_dir, files=4, partitioned=False)
-    _rename(
-        dt,
-        table_dir,
-        [
-            ("é.parquet", "%C3%A9.parquet"),
-            ("f.parquet", "f.parquet"),
-            ("a b.parquet", "a%20b.parquet"),
-            ("z[1].parquet", "file://" + encode_uri_path(f"{table_dir}/z[1].parquet")),
-        ],
-    )
+    _rename_oddly(dt, table_dir)
     before = _rows_by_source(dt)
     dt.optimize().execute_compaction()
     (order,) = _assert_outputs_trace(dt, before)
