@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import deltatx
@@ -184,17 +184,23 @@ def test_a_row_out_of_its_planned_place_fails_the_read_and_the_bin_is_sorted(
     txn = OptimisticTransaction(dt.log, dt.log.snapshot())
     (out,) = txn.scan()
     files = [out, *_append_one(spark, dt)]
-    read = read_in_scan_order(
+    read = _read_in_scan_order(spark, txn, files)
+    assert read is not None
+    with pytest.raises(Exception, match=SCAN_ORDER_BROKEN):
+        read[0].collect()
+
+
+def _read_in_scan_order(
+    spark: SparkSession, txn: OptimisticTransaction, files: list[AddFile]
+) -> tuple[DataFrame, list[AddFile]] | None:
+    return read_in_scan_order(
         spark,
-        location=TableLocation.parse(dt.log.table_path),
+        location=TableLocation.parse(txn.log.table_path),
         files=files,
         physical_data_schema=txn.schema,
         column_mapping="none",
         rows_of=lambda f: physical_rows(txn, f),
     )
-    assert read is not None
-    with pytest.raises(Exception, match=SCAN_ORDER_BROKEN):
-        read[0].collect()
 
 
 def _append_one(spark: SparkSession, dt: DeltaTable) -> list[AddFile]:
@@ -223,14 +229,7 @@ def test_files_spark_cannot_tell_apart_are_sorted_instead(
     for p in paths:
         os.utime(p, ns=(1_700_000_000_123_000_000, 1_700_000_000_123_000_000))
     txn = OptimisticTransaction(dt.log, dt.log.snapshot())
-    read = read_in_scan_order(
-        spark,
-        location=TableLocation.parse(dt.log.table_path),
-        files=files,
-        physical_data_schema=txn.schema,
-        column_mapping="none",
-        rows_of=lambda f: physical_rows(txn, f),
-    )
+    read = _read_in_scan_order(spark, txn, files)
     assert read is None
     before = _rows_by_source(dt)
     dt.optimize().execute_compaction()
