@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,10 @@ def test_a_row_out_of_its_planned_place_fails_the_read_and_the_bin_is_sorted(
 
 
 def _read_in_scan_order(
-    spark: SparkSession, txn: OptimisticTransaction, files: list[AddFile]
+    spark: SparkSession,
+    txn: OptimisticTransaction,
+    files: list[AddFile],
+    rows_of: Callable[[AddFile], int] | None = None,
 ) -> tuple[DataFrame, list[AddFile]] | None:
     return read_in_scan_order(
         spark,
@@ -199,7 +203,7 @@ def _read_in_scan_order(
         files=files,
         physical_data_schema=txn.schema,
         column_mapping="none",
-        rows_of=lambda f: physical_rows(txn, f),
+        rows_of=rows_of or (lambda f: physical_rows(txn, f)),
     )
 
 
@@ -231,6 +235,7 @@ def test_files_spark_cannot_tell_apart_are_sorted_instead(
     txn = OptimisticTransaction(dt.log, dt.log.snapshot())
     read = _read_in_scan_order(spark, txn, files)
     assert read is None
+    assert _read_in_scan_order(spark, txn, files[:1], rows_of=lambda f: 0) is None  # no rows
     before = _rows_by_source(dt)
     dt.optimize().execute_compaction()
     _assert_outputs_trace(dt, before)

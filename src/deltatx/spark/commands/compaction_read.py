@@ -134,8 +134,8 @@ def read_in_scan_order(
         ``(rows, ordered)``: ``rows`` is one partition of the data columns, file by file in
         the order of ``ordered``, each file's in row order; evaluating it raises
         :data:`SCAN_ORDER_BROKEN` at the first row out of that place. None when two files
-        bear the same mark, a file would be split, or the listing cannot be matched to the
-        bin (as for :func:`read_in_path_order`).
+        bear the same mark, a file would be split, no file holds a row, or the listing
+        cannot be matched to the bin (as for :func:`read_in_path_order`).
     """
     if len(files) > _SCAN_ORDER_FILES:
         return None
@@ -160,7 +160,7 @@ def read_in_scan_order(
         start += rows
     # A row passes only where (its file's start, its file's mark) is a planned pair. With no
     # two marks alike, that is its own file's planned start, so every row is where planned.
-    if len(marks) != len(keys) or start >= 1 << (63 - _MARK_BITS):
+    if not keys or len(marks) != len(keys) or start >= 1 << (63 - _MARK_BITS):
         return None
     columns = [quote_column(f.name) for f in physical_data_schema.fields]
     if not columns:
