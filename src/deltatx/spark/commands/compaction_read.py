@@ -259,8 +259,25 @@ def _in_listed_order(
     and authority for the whole bin, the reported paths sort as their remainders do. Strings
     sort by unsigned UTF-8 bytes in Spark and by code points in Python: the same order.
     """
-    matched = _matched(_joined(spark, scan._jdf.inputFiles()), files, keys)
-    return None if matched is None else [add for _, add in sorted(matched)]
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    # Joined on the JVM (one call; a Java array in Python is read element by element), by
+    # Hadoop's join: Py4J finds no method taking the String[] as an Object[] or a varargs.
+    listing = scan._jdf.inputFiles()
+    joined = str(jvm.org.apache.hadoop.util.StringUtils.join(SEPARATOR, listing))
+    listed = joined.split(SEPARATOR) if joined else []
+    prefixes: set[str] = set()
+    remainders: list[str] = []
+    for path in listed:
+        match = _SCHEME_AND_AUTHORITY.match(path)
+        if match is None:
+            return None
+        prefixes.add(match.group(0))
+        remainders.append(path[match.end() :])
+    by_key = {key: add for key, add in zip(keys, files, strict=True)}
+    if len(prefixes) != 1 or len(listed) != len(files) or set(remainders) != set(by_key):
+        return None
+    return [by_key[key] for key in sorted(remainders)]
 
 
 def _in_index_order(
@@ -294,33 +311,6 @@ def _in_index_order(
         prefixes.add(scheme.group(0))
         out.append((add, int(fields.group(2)), int(fields.group(3))))
     return out if len(prefixes) == 1 and not by_key else None
-
-
-def _joined(spark: SparkSession, listing: object) -> list[str]:
-    """A Java ``String[]`` as a list, in one call (Py4J reads a Java array element by element)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    # Hadoop's join: Py4J finds no method taking the String[] as an Object[] or a varargs.
-    joined = str(jvm.org.apache.hadoop.util.StringUtils.join(SEPARATOR, listing))
-    return joined.split(SEPARATOR) if joined else []
-
-
-def _matched(
-    listed: Sequence[str], files: Sequence[AddFile], keys: Sequence[str]
-) -> list[tuple[str, AddFile]] | None:
-    """Each listed path's remainder and file, in listing order; None unless they are the bin."""
-    prefixes: set[str] = set()
-    remainders: list[str] = []
-    for path in listed:
-        match = _SCHEME_AND_AUTHORITY.match(path)
-        if match is None:
-            return None
-        prefixes.add(match.group(0))
-        remainders.append(path[match.end() :])
-    by_key = {key: add for key, add in zip(keys, files, strict=True)}
-    if len(prefixes) != 1 or len(listed) != len(files) or set(remainders) != set(by_key):
-        return None
-    return [(key, by_key[key]) for key in remainders]
 
 
 def _planned_order(
