@@ -303,10 +303,11 @@ def _in_index_order(
     for status in statuses:
         # The path may hold anything; greedy, it ends at the last of Hadoop's fields.
         fields = _STATUS.fullmatch(status)
-        path = None if fields is None else fields.group(1)
-        scheme = None if path is None else _SCHEME_AND_AUTHORITY.match(path)
-        add = None if scheme is None else by_key.pop(uri_path_key(path or ""), None)
-        if fields is None or scheme is None or add is None:
+        scheme = None if fields is None else _SCHEME_AND_AUTHORITY.match(fields.group(1))
+        if fields is None or scheme is None:
+            return None
+        add = by_key.pop(uri_path_key(fields.group(1)), None)
+        if add is None:
             return None
         prefixes.add(scheme.group(0))
         out.append((add, int(fields.group(2)), int(fields.group(3))))

@@ -106,8 +106,9 @@ def write_bins(
     location = TableLocation.parse(txn.log.table_path)
     reaches = spark_reaches(spark, location.location)
     ensure_micros_timestamps(spark)
-    if reaches and len(bins) == 1:
-        # One bin is one task already: the write needs no bin column to split it by.
+    # One bin is one task already: the write needs no bin column to split it by.
+    alone = reaches and len(bins) == 1
+    if alone:
         scanned = read_in_scan_order(
             spark,
             location=location,
@@ -123,7 +124,7 @@ def write_bins(
             except PySparkException as error:
                 if SCAN_ORDER_BROKEN not in str(error):
                     raise
-    by_bin = [] if reaches and len(bins) == 1 else [_BIN]
+    by_bin = [] if alone else [_BIN]
     in_path_order = _bins_in_path_order(spark, txn, location, bins, physical) if reaches else None
     if in_path_order is not None:
         by_path, bins = in_path_order
