@@ -9,7 +9,7 @@ machine shared with other work inflates far less than wall time)::
 ``plain`` reads the files and coalesces them into one (no row addresses); ``sorted`` also
 sorts each row by its file path and row index; ``deltatx`` is the compaction's own write
 (:func:`write_bins`), which reads a bin written alone without deletion vectors in the order
-Spark's scan plans it, each row's place checked; ``by_path`` is the same write sorted by path
+Spark's scan plans it, each file's place checked; ``by_path`` is the same write sorted by path
 and row index instead (as bins written together are); ``indexed`` sorts by each row's file
 index, looked up (the read bins with deletion vectors still take). Wall seconds are printed
 too.

@@ -53,7 +53,7 @@ def case_optimize(spark: SparkSession, workdir: str, sizes: SparkSizes) -> list[
     # In turn, round by round: neither pays alone for a cold JVM or a slow stretch of the host
     # (the copy before each is not timed, and the plain rewrite reads the template).
     (dx, dx_jobs), (pl, pl_jobs) = timer.measure_side_by_side(
-        [dx_op, plain_op], runs=sizes.runs, warmup=sizes.warmup, setup=setup
+        [dx_op, plain_op], runs=sizes.optimize_runs, warmup=sizes.warmup, setup=setup
     )
     dx_memory = timer.memories[0]
     dx_tp, pl_tp = _throughput(dx, n), _throughput(pl, n)

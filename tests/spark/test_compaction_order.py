@@ -1,7 +1,7 @@
 """Compaction without deletion vectors: each output keeps its sources' rows in tag order.
 
 Such bins are read by Spark's plain scan (:mod:`deltatx.spark.commands.compaction_read`). A
-bin written alone is read in the order Spark plans its files, each row's place checked; other
+bin written alone is read in the order Spark plans its files, each file's place checked; other
 bins are ordered by the path Spark reports for each row. The sources are listed in the order
 taken, which need not be the order of the log's paths.
 """
@@ -189,6 +189,40 @@ def test_a_row_out_of_its_planned_place_fails_the_read_and_the_bin_is_sorted(
     assert read is not None
     with pytest.raises(Exception, match=SCAN_ORDER_BROKEN):
         read[0].collect()
+
+
+def test_a_file_read_in_pieces_fails_the_read(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file larger than Spark's split size is read in pieces, and the planner sorts all
+    pieces by length: here two files of one size each start in their planned turn, but the
+    first file's last piece comes after the second's first. Its first row is not that of a
+    whole file, and the read refuses."""
+    data = spark.range(0, 60).select("id", (F.col("id") * 10).alias("v"), F.lit(0).alias("p"))
+    for _ in range(2):
+        deltatx.write(data.coalesce(1), str(table_dir), mode="append")
+    dt = DeltaTable.for_path(spark, str(table_dir))
+    files = dt.snapshot().add_files()
+    for i, f in enumerate(files):  # row groups of 5 rows: each piece holds some rows
+        path = table_dir / decode_uri_path(f.path)
+        pq.write_table(pq.read_table(path), path, row_group_size=5)
+        os.utime(path, ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)
+    assert len({(table_dir / decode_uri_path(f.path)).stat().st_size for f in files}) == 1
+    # The plan's own refusal of large files set aside: the check alone must catch them.
+    monkeypatch.setattr(
+        compaction_read, "_planned_order", lambda spark, listed: sorted(listed, key=lambda e: -e[1])
+    )
+    split = "spark.sql.files.maxPartitionBytes"
+    old = spark.conf.get(split)
+    spark.conf.set(split, "400")
+    try:
+        txn = OptimisticTransaction(dt.log, dt.log.snapshot())
+        read = _read_in_scan_order(spark, txn, files)
+        assert read is not None
+        with pytest.raises(Exception, match=SCAN_ORDER_BROKEN):
+            read[0].collect()
+    finally:
+        spark.conf.set(split, old)
 
 
 def _read_in_scan_order(

@@ -16,12 +16,13 @@ each row's file index (:mod:`.compaction_write`).
 
 A bin written alone (one output, one task, no bin column) needs no sort at all
 (:func:`read_in_scan_order`): coalesced into one task, Spark's scan reads whole files in the
-order it planned them, largest first, ties in the order of its listing. Each row's place in
-that task is then checked against the place the plan gives it: the position counted in the
-task less the row's index in its file must be where its file starts, the file told apart by
-its size and modification time as Spark's listing has them. A row anywhere else fails the
-write with :data:`SCAN_ORDER_BROKEN`, and the caller sorts instead. The check proves the
-order; the plan only makes it likely.
+order it planned them, largest first, ties in the order of its listing. That order is checked
+where it can go wrong, at the first row of each file (row index 0): the file must be read
+whole, and it must be the next file of the plan, told apart by its size and modification time
+as Spark's listing has them. A file out of place fails the write with
+:data:`SCAN_ORDER_BROKEN`, and the caller sorts instead. The check proves the order of the
+files; within a file read whole, Spark's reader gives the rows in their stored order, one
+after the other. The plan only makes the order likely.
 """
 
 from __future__ import annotations
@@ -49,17 +50,17 @@ SOURCE_PATH_COLUMN = "__deltatx_source_path"
 """The path Spark reports for a row's file; sorts the bin's files in the order returned."""
 
 SCAN_ORDER_BROKEN = "deltatx: a compaction bin was not read in its planned order"
-"""The error a bin read by :func:`read_in_scan_order` raises when a row is out of place."""
+"""The error a bin read by :func:`read_in_scan_order` raises for a file out of place or split."""
 
-# A row's check key packs where its file starts (31 bits) and a mark of the file (32 bits:
-# the low 16 bits of its size and of its modification time in ms) into one long.
-_MARK_BITS = 32
-_HALF_MARK = (1 << (_MARK_BITS // 2)) - 1
+# A file's key in the check: the low 31 bits of its size and the low 32 of its modification
+# time in ms. Two files with rows and one key cannot be told apart, so their bin is sorted.
+_SIZE_BITS = 31
+_TIME_BITS = 32
 # Hadoop's FileStatus.toString (S3A's appends to it): path, length, modification time (ms).
 _STATUS = re.compile(
     r"\w+\{path=(.*); isDirectory=false; length=(\d+);.*; modification_time=(\d+);.*", re.DOTALL
 )
-# Beyond this many files the check's list of keys makes the plan slow to build.
+# Beyond this many files the check's array of keys makes the plan slow to build.
 _SCAN_ORDER_FILES = 10_000
 
 _T = TypeVar("_T")
@@ -120,7 +121,7 @@ def read_in_scan_order(
     column_mapping: ColumnMappingMode | str,
     rows_of: Callable[[AddFile], int],
 ) -> tuple[DataFrame, list[AddFile]] | None:
-    """A bin's rows in one task, in the order Spark's scan plans its files, checked row by row.
+    """A bin's rows in one task, in the order Spark's scan plans its files, checked file by file.
 
     Args:
         spark: The session to read with.
@@ -133,9 +134,10 @@ def read_in_scan_order(
     Returns:
         ``(rows, ordered)``: ``rows`` is one partition of the data columns, file by file in
         the order of ``ordered``, each file's in row order; evaluating it raises
-        :data:`SCAN_ORDER_BROKEN` at the first row out of that place. None when two files
-        bear the same mark, a file would be split, no file holds a row, or the listing
-        cannot be matched to the bin (as for :func:`read_in_path_order`).
+        :data:`SCAN_ORDER_BROKEN` at the first row of a file read out of that place or in
+        pieces. None when two files with rows have the same key, a file would be split, no
+        file holds a row, or the listing cannot be matched to the bin (as for
+        :func:`read_in_path_order`).
     """
     if len(files) > _SCAN_ORDER_FILES:
         return None
@@ -148,38 +150,39 @@ def read_in_scan_order(
     planned = _planned_order(spark, listed)
     if planned is None:
         return None
-    keys: list[str] = []
-    marks: set[int] = set()
-    start = 0
-    for add, size, modified in planned:
-        rows = rows_of(add)
-        if rows:
-            mark = (size & _HALF_MARK) << (_MARK_BITS // 2) | (modified & _HALF_MARK)
-            marks.add(mark)
-            keys.append(f"{start << _MARK_BITS | mark}L")
-        start += rows
-    # A row passes only where (its file's start, its file's mark) is a planned pair. With no
-    # two marks alike, that is its own file's planned start, so every row is where planned.
-    if not keys or len(marks) != len(keys) or start >= 1 << (63 - _MARK_BITS):
-        return None
+    # A file without rows has no first row: only the others are counted and checked.
+    keys = [_file_key(size, modified) for add, size, modified in planned if rows_of(add)]
     columns = [quote_column(f.name) for f in physical_data_schema.fields]
-    if not columns:
+    if not keys or len(set(keys)) != len(keys) or not columns:
         return None
-    # Counted in the one task the coalesce leaves, the position can only be taken after it.
-    file_start = "monotonically_increasing_id() - _metadata.row_index"
-    mark_of_row = (
-        f"shiftleft(_metadata.file_size & {_HALF_MARK}, {_MARK_BITS // 2}) "
-        f"| (unix_millis(_metadata.file_modification_time) & {_HALF_MARK})"
+    # The counter, evaluated at first rows only, numbers the files as they are read. It only
+    # grows, and each first row must find its file's key at the counter's place: with the
+    # keys distinct, all of them pass only if the files come in the plan's order. Counting
+    # every row, it would run ahead and fail the write, never pass a wrong order; a file
+    # Spark skips leaves the output short of rows, and such an output is not tagged.
+    read_ordinal = f"CAST(least(monotonically_increasing_id(), {len(keys)}) AS INT) + 1"
+    key_of_file = (
+        f"shiftleft(_metadata.file_size & {(1 << _SIZE_BITS) - 1}, {_TIME_BITS}) "
+        f"| (unix_millis(_metadata.file_modification_time) & {(1 << _TIME_BITS) - 1})"
     )
-    in_place = f"(shiftleft({file_start}, {_MARK_BITS}) | {mark_of_row}) IN ({', '.join(keys)})"
+    read_whole = (
+        "_metadata.file_block_start = 0 AND _metadata.file_block_length = _metadata.file_size"
+    )
+    planned_key = f"try_element_at(array({', '.join(f'{k}L' for k in keys)}), {read_ordinal})"
     # The check rides on the first column, so the write evaluates it for every row.
     checked = (
-        f"CASE WHEN {in_place} THEN {columns[0]} "
+        f"CASE WHEN _metadata.row_index <> 0 THEN {columns[0]} "
+        f"WHEN {read_whole} AND {planned_key} = {key_of_file} THEN {columns[0]} "
         f"ELSE raise_error('{SCAN_ORDER_BROKEN}') END AS {columns[0]}"
     )
     one_task = DataFrame(scan._jdf.coalesce(1), spark)
     rows_in_place = select_exprs(spark, one_task, [checked, *columns[1:]])
     return rows_in_place, [add for add, _, _ in planned]
+
+
+def _file_key(size: int, modified: int) -> int:
+    """A file's key in the scan-order check, from its size and modification time (ms)."""
+    return (size & ((1 << _SIZE_BITS) - 1)) << _TIME_BITS | (modified & ((1 << _TIME_BITS) - 1))
 
 
 def _bin_scan(

@@ -16,7 +16,7 @@ the bin as the only ``partitionBy`` column, so the writer opens one file per bin
 sort order (the required ordering is a prefix of ours, so Spark adds no sort of its own). A
 single bin, one task already, is written as a plain Parquet rewrite is: no bin column, no
 ``partitionBy``; without deletion vectors it is not even sorted, but read in the order Spark's
-scan plans its files, each row's place checked as it is written
+scan plans its files, each file's place checked at its first row as it is written
 (:func:`.compaction_read.read_in_scan_order`), and sorted only if that check fails. Files
 are then moved from the bin directories (or the staging directory) to the directory of the
 bin's first source. An output whose row count does not match the sources' live rows gets no
