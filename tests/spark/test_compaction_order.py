@@ -164,18 +164,62 @@ def test_a_bin_written_alone_is_read_in_scan_order_whatever_its_names(
     assert sorted(order) == sorted(before) and not sorts
 
 
+def test_partitions_of_several_files_are_read_in_scan_order(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With opening a file made cheap, Spark packs several files into each partition: each
+    file is checked at its place in its partition, and the coalesce reads them in turn."""
+    sorts = _sorts(monkeypatch)
+    dt = _table(spark, table_dir, files=12, partitioned=False)
+    sizes = [
+        (table_dir / decode_uri_path(f.path)).stat().st_size for f in dt.snapshot().add_files()
+    ]
+    settings = {
+        "spark.sql.files.openCostInBytes": "1",
+        "spark.sql.files.maxPartitionBytes": str(3 * max(sizes) + 10),
+    }
+    saved = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        planned = compaction_read._planned_partitions(
+            spark, [(f, size, 0) for f, size in zip(dt.snapshot().add_files(), sizes, strict=True)]
+        )
+        assert planned is not None and 1 < len(planned) < 12
+        before = _rows_by_source(dt)
+        dt.optimize().execute_compaction()
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+    (order,) = _assert_outputs_trace(dt, before)
+    assert sorted(order) == sorted(before) and not sorts
+
+
+def test_the_coalesce_must_read_the_planned_number_of_partitions_in_turn(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    _table(spark, table_dir, files=3, partitioned=False)
+    scan = spark.read.parquet(str(table_dir))
+    partitions = scan.rdd.getNumPartitions()
+    assert compaction_read._coalesced_in_turn(spark, scan, partitions)
+    assert not compaction_read._coalesced_in_turn(spark, scan, partitions - 1)
+    assert not compaction_read._coalesced_in_turn(spark, scan, partitions + 1)
+    # A plan that is not a plain scan of files is refused.
+    assert not compaction_read._coalesced_in_turn(spark, scan.union(scan), 2 * partitions)
+
+
 def test_a_row_out_of_its_planned_place_fails_the_read_and_the_bin_is_sorted(
     spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A plan that lists the files in another order than Spark reads them is caught."""
     sorts = _sorts(monkeypatch)
-    planned = compaction_read._planned_order
+    planned = compaction_read._planned_partitions
 
     def reversed_plan(*args: Any) -> Any:
         out = planned(*args)
-        return None if out is None else out[::-1]
+        return None if out is None else [p[::-1] for p in out[::-1]]
 
-    monkeypatch.setattr(compaction_read, "_planned_order", reversed_plan)
+    monkeypatch.setattr(compaction_read, "_planned_partitions", reversed_plan)
     dt = _table(spark, table_dir, files=5, partitioned=False)
     before = _rows_by_source(dt)
     dt.optimize().execute_compaction()
@@ -208,13 +252,25 @@ def test_a_file_read_in_pieces_fails_the_read(
         pq.write_table(pq.read_table(path), path, row_group_size=5)
         os.utime(path, ns=(1_700_000_000_000_000_000 + i * 10**9,) * 2)
     assert len({(table_dir / decode_uri_path(f.path)).stat().st_size for f in files}) == 1
+    piece = 400
+
+    def in_pieces(spark: SparkSession, listed: list[tuple[AddFile, int, int]]) -> Any:
+        """Spark's plan of the pieces, each alone in its partition (opening one costs more
+        than a piece), a file named where its first piece is."""
+        pieces = [
+            (min(piece, size - start), (add, size, modified) if start == 0 else None)
+            for add, size, modified in listed
+            for start in range(0, size, piece)
+        ]
+        return [
+            [] if entry is None else [entry] for _, entry in sorted(pieces, key=lambda p: -p[0])
+        ]
+
     # The plan's own refusal of large files set aside: the check alone must catch them.
-    monkeypatch.setattr(
-        compaction_read, "_planned_order", lambda spark, listed: sorted(listed, key=lambda e: -e[1])
-    )
+    monkeypatch.setattr(compaction_read, "_planned_partitions", in_pieces)
     split = "spark.sql.files.maxPartitionBytes"
     old = spark.conf.get(split)
-    spark.conf.set(split, "400")
+    spark.conf.set(split, str(piece))
     try:
         txn = OptimisticTransaction(dt.log, dt.log.snapshot())
         read = _read_in_scan_order(spark, txn, files)

@@ -10,11 +10,13 @@ bytes that Spark copies whole, and the generated code reads an element at an off
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,18 @@ def long_array(spark: SparkSession, values: np.ndarray) -> Column | None:
         return ClassicColumn(classes.column(classes.column_node.apply(literal)))
     except Exception:  # any Py4J or import failure: the caller takes its other path
         return None
+
+
+def long_array_column(spark: SparkSession, values: Sequence[int]) -> Column:
+    """A literal ``array<bigint>`` of ``values``.
+
+    One block of bytes where the session can build it (:func:`long_array`), else a folded
+    string split.
+    """
+    block = long_array(spark, np.array(values, dtype=np.int64))
+    if block is not None:
+        return block
+    return F.split(F.lit(",".join(map(str, values))), ",").cast("array<bigint>")
 
 
 def _jvm_classes(spark: SparkSession) -> _JvmClasses | None:

@@ -22,7 +22,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
-import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -34,7 +33,7 @@ from deltatx.kernel.schema import StructType
 from deltatx.spark import arrow_files
 from deltatx.spark.arrow_files import spark_reaches, spark_uri
 from deltatx.spark.jvm_steps import load_paths, read_parquet, select_exprs
-from deltatx.spark.literals import long_array
+from deltatx.spark.literals import long_array_column
 from deltatx.spark.reader_extension import (
     FORMAT_CLASS,
     VECTORS_OPTION,
@@ -465,8 +464,8 @@ def _with_file_index(
     by_position = [groups[size][0] if len(groups[size]) == 1 else -1 for size in sizes]
     out = out.select(
         "*",
-        _long_array_column(spark, padded).alias(_SEARCH_SIZES),
-        _long_array_column(spark, by_position).alias(_SEARCH_INDEXES),
+        long_array_column(spark, padded).alias(_SEARCH_SIZES),
+        long_array_column(spark, by_position).alias(_SEARCH_INDEXES),
     )
     position = "0"
     for bit in reversed(range(bits)):
@@ -483,18 +482,6 @@ def _with_file_index(
     matched = f"get({_SEARCH_SIZES}, CAST({position} AS INT)) = {_FILE_SIZE}"
     indexed = f"CASE WHEN {matched} THEN {index} END AS {_FILE_INDEX}"
     return select_exprs(spark, out, ["*", indexed]), False
-
-
-def _long_array_column(spark: SparkSession, values: Sequence[int]) -> Column:
-    """A literal ``array<bigint>`` of ``values``.
-
-    One block of bytes where the session can build it (see :mod:`deltatx.spark.literals`),
-    else a folded string split.
-    """
-    block = long_array(spark, np.array(values, dtype=np.int64))
-    if block is not None:
-        return block
-    return F.split(F.lit(",".join(map(str, values))), ",").cast("array<bigint>")
 
 
 def _inline_search(

@@ -41,6 +41,7 @@ from deltatx.kernel.column_mapping import ColumnMappingMode
 from deltatx.kernel.schema import StructType
 from deltatx.spark.arrow_files import spark_uri
 from deltatx.spark.jvm_steps import SEPARATOR, read_parquet, select_exprs
+from deltatx.spark.literals import long_array_column
 from deltatx.spark.scan import ROW_INDEX_COLUMN, listed_on_driver
 from deltatx.spark.schema import quote_column, to_spark_schema
 from deltatx.spark.write import TableLocation, uri_path_key
@@ -56,6 +57,12 @@ SCAN_ORDER_BROKEN = "deltatx: a compaction bin was not read in its planned order
 # time in ms. Two files with rows and one key cannot be told apart, so their bin is sorted.
 _SIZE_BITS = 31
 _TIME_BITS = 32
+# The check's array of keys, by (partition, file in it), as a column of the scan.
+_SLOTS_COLUMN = "__deltatx_planned_keys"
+# No file's key: keys are never negative.
+_NO_FILE = -1
+# Spark's monotonically_increasing_id: the partition index above these bits, a count below.
+_PARTITION_SHIFT = 33
 # Hadoop's FileStatus.toString (S3A's appends to it): path, length, modification time (ms).
 _STATUS = re.compile(
     r"\w+\{path=(.*); isDirectory=false; length=(\d+);.*; modification_time=(\d+);.*", re.DOTALL
@@ -147,20 +154,36 @@ def read_in_scan_order(
     if scanned is None:
         return None
     scan, listed = scanned
-    planned = _planned_order(spark, listed)
-    if planned is None:
-        return None
-    # A file without rows has no first row: only the others are counted and checked.
-    keys = [_file_key(size, modified) for add, size, modified in planned if rows_of(add)]
+    planned = _planned_partitions(spark, listed)
     columns = [quote_column(f.name) for f in physical_data_schema.fields]
-    if not keys or len(set(keys)) != len(keys) or not columns:
+    if planned is None or not columns:
         return None
-    # The counter, evaluated at first rows only, numbers the files as they are read. It only
-    # grows, and each first row must find its file's key at the counter's place: with the
-    # keys distinct, all of them pass only if the files come in the plan's order. Counting
-    # every row, it would run ahead and fail the write, never pass a wrong order; a file
-    # Spark skips leaves the output short of rows, and such an output is not tagged.
-    read_ordinal = f"CAST(least(monotonically_increasing_id(), {len(keys)}) AS INT) + 1"
+    # A file without rows has no first row: only the others are counted and checked. Each
+    # partition's keys take a stride of the longest one's length and one more, a slot no
+    # key fills: a partition read with more first rows than planned finds it there.
+    counted = [
+        [_file_key(size, modified) for add, size, modified in p if rows_of(add)] for p in planned
+    ]
+    keys = [k for p in counted for k in p]
+    if not keys or len(set(keys)) != len(keys):
+        return None
+    stride = max(len(p) for p in counted) + 1
+    slots = [k for p in counted for k in [*p, *[_NO_FILE] * (stride - len(p))]]
+    if len(slots) > _SCAN_ORDER_FILES * 2:
+        return None
+    # The check runs in the scan's own tasks, before the coalesce, so the write copies each
+    # row once, as a plain rewrite does. There the counter is the partition's: its high bits
+    # are the partition index, its low bits count the first rows it was evaluated at, so
+    # each first row must find its file's key at the slot (partition, files read before in
+    # that partition). It only grows, and the keys are distinct: all pass only if each
+    # partition reads the plan's files in the plan's order. Counting every row, it would
+    # run ahead and fail the write, never pass a wrong order. A file Spark skips leaves the
+    # output short of rows, and such an output is not tagged.
+    partition = "CAST(spark_partition_id() AS BIGINT)"
+    read_slot = (
+        f"CAST({partition} * {stride} + least(monotonically_increasing_id() - "
+        f"shiftleft({partition}, {_PARTITION_SHIFT}), {stride - 1}) AS INT) + 1"
+    )
     key_of_file = (
         f"shiftleft(_metadata.file_size & {(1 << _SIZE_BITS) - 1}, {_TIME_BITS}) "
         f"| (unix_millis(_metadata.file_modification_time) & {(1 << _TIME_BITS) - 1})"
@@ -168,16 +191,41 @@ def read_in_scan_order(
     read_whole = (
         "_metadata.file_block_start = 0 AND _metadata.file_block_length = _metadata.file_size"
     )
-    planned_key = f"try_element_at(array({', '.join(f'{k}L' for k in keys)}), {read_ordinal})"
+    planned_key = f"try_element_at({_SLOTS_COLUMN}, {read_slot})"
     # The check rides on the first column, so the write evaluates it for every row.
     checked = (
         f"CASE WHEN _metadata.row_index <> 0 THEN {columns[0]} "
         f"WHEN {read_whole} AND {planned_key} = {key_of_file} THEN {columns[0]} "
         f"ELSE raise_error('{SCAN_ORDER_BROKEN}') END AS {columns[0]}"
     )
-    one_task = DataFrame(scan._jdf.coalesce(1), spark)
-    rows_in_place = select_exprs(spark, one_task, [checked, *columns[1:]])
-    return rows_in_place, [add for add, _, _ in planned]
+    if not _coalesced_in_turn(spark, scan, len(planned)):
+        return None
+    # One literal block, which the optimizer folds into the check, not a column of each row.
+    with_slots = scan.select("*", long_array_column(spark, slots).alias(_SLOTS_COLUMN))
+    rows = select_exprs(spark, with_slots, [checked, *columns[1:]])
+    return DataFrame(rows._jdf.coalesce(1), spark), [add for p in planned for add, _, _ in p]
+
+
+def _coalesced_in_turn(spark: SparkSession, scan: DataFrame, partitions: int) -> bool:
+    """Whether a coalesce of ``scan`` reads its ``partitions`` partitions in index order.
+
+    Spark's coalescer puts first a partition with a preferred location, then the others in
+    order: on a store that locates only some files, the order may differ. Its grouping is a
+    function of the scan's partitions and their locations, both fixed by the scan's listing,
+    so the write's plan, whose tasks only add the check to the scan's, groups them alike.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        leaves = scan._jdf.queryExecution().executedPlan().collectLeaves()
+        if leaves.size() != 1:
+            return False
+        coalesced = leaves.head().inputRDD().coalesce(1, False, jvm.scala.Option.empty(), None)
+        (one,) = coalesced.partitions()
+        order = str(jvm.java.util.Arrays.toString(one.parentsIndices()))
+    except (Py4JError, ValueError):
+        return False
+    return order == str(list(range(partitions)))
 
 
 def _file_key(size: int, modified: int) -> int:
@@ -317,14 +365,15 @@ def _in_index_order(
     return out if len(prefixes) == 1 and not by_key else None
 
 
-def _planned_order(
+def _planned_partitions(
     spark: SparkSession, listed: Sequence[tuple[AddFile, int, int]]
-) -> list[tuple[AddFile, int, int]] | None:
-    """The order Spark's scan reads ``listed`` (in its index's order) in; None if it splits one.
+) -> list[list[tuple[AddFile, int, int]]] | None:
+    """The scan's partitions of ``listed`` (in its index's order), as Spark's planner packs them.
 
     The planner sorts its splits by length, largest first, keeping the listing's order among
-    equals, and packs them into partitions in that order, which a coalesce into one task reads
-    in turn. A file larger than the planner's split size would be read in pieces.
+    equals, and fills partitions in that order (next fit, each file counted with the cost of
+    opening it). None where a file would be split or a limit on the number of partitions
+    may repack them: the read is then sorted. A wrong guess is caught by the check.
     """
     try:
         conf = spark._jsparkSession.sessionState().conf()
@@ -334,10 +383,20 @@ def _planned_order(
         partitions = (
             int(least.get()) if least.isDefined() else spark.sparkContext.defaultParallelism
         )
+        if conf.filesMaxPartitionNum().isDefined():
+            return None
     except Py4JError:
         return None
     total = sum(size + open_cost for _, size, _ in listed)
     split = min(largest, max(open_cost, total // max(partitions, 1)))
     if any(size > split for _, size, _ in listed):
         return None
-    return sorted(listed, key=lambda entry: -entry[1])
+    packed: list[list[tuple[AddFile, int, int]]] = []
+    filled = split + 1
+    for entry in sorted(listed, key=lambda entry: -entry[1]):
+        if filled + entry[1] > split:
+            packed.append([])
+            filled = 0
+        packed[-1].append(entry)
+        filled += entry[1] + open_cost
+    return packed
