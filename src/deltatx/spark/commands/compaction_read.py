@@ -16,13 +16,14 @@ each row's file index (:mod:`.compaction_write`).
 
 A bin written alone (one output, one task, no bin column) needs no sort at all
 (:func:`read_in_scan_order`): coalesced into one task, Spark's scan reads whole files in the
-order it planned them, largest first, ties in the order of its listing. That order is checked
-where it can go wrong, at the first row of each file (row index 0): the file must be read
-whole, and it must be the next file of the plan, told apart by its size and modification time
-as Spark's listing has them. A file out of place fails the write with
-:data:`SCAN_ORDER_BROKEN`, and the caller sorts instead. The check proves the order of the
-files; within a file read whole, Spark's reader gives the rows in their stored order, one
-after the other. The plan only makes the order likely.
+order it planned them: packed into the scan's partitions largest first, ties in the order of
+its listing, the partitions then read in turn. That order is checked where it can go wrong.
+In the scan's own tasks, at the first row of each file (row index 0), the file must be read
+whole and be the next file the plan gives its partition, told apart by its size and
+modification time as Spark's listing has them; a file out of place fails the write with
+:data:`SCAN_ORDER_BROKEN`, and the caller sorts instead. On the driver, Spark's coalescer
+must take the partitions in their order. Within a file read whole, Spark's reader gives the
+rows in their stored order, one after the other. The plan only makes the order likely.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def read_in_scan_order(
         return None
     stride = max(len(p) for p in counted) + 1
     slots = [k for p in counted for k in [*p, *[_NO_FILE] * (stride - len(p))]]
-    if len(slots) > _SCAN_ORDER_FILES * 2:
+    if len(slots) > _SCAN_ORDER_FILES * 2 or not _coalesced_in_turn(spark, scan, len(planned)):
         return None
     # The check runs in the scan's own tasks, before the coalesce, so the write copies each
     # row once, as a plain rewrite does. There the counter is the partition's: its high bits
@@ -198,8 +199,6 @@ def read_in_scan_order(
         f"WHEN {read_whole} AND {planned_key} = {key_of_file} THEN {columns[0]} "
         f"ELSE raise_error('{SCAN_ORDER_BROKEN}') END AS {columns[0]}"
     )
-    if not _coalesced_in_turn(spark, scan, len(planned)):
-        return None
     # One literal block, which the optimizer folds into the check, not a column of each row.
     with_slots = scan.select("*", long_array_column(spark, slots).alias(_SLOTS_COLUMN))
     rows = select_exprs(spark, with_slots, [checked, *columns[1:]])
@@ -392,9 +391,9 @@ def _planned_partitions(
     if any(size > split for _, size, _ in listed):
         return None
     packed: list[list[tuple[AddFile, int, int]]] = []
-    filled = split + 1
+    filled = 0
     for entry in sorted(listed, key=lambda entry: -entry[1]):
-        if filled + entry[1] > split:
+        if not packed or filled + entry[1] > split:
             packed.append([])
             filled = 0
         packed[-1].append(entry)
