@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 import deltatx
 from deltatx import DeltaTable
+from deltatx.errors import InvalidTableError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.operations import Operation, OperationName
 from deltatx.kernel.row_level.provenance import SOURCES_TAG, segments_of
@@ -431,3 +432,25 @@ def test_a_stray_file_beside_the_sources_is_not_compacted(
     dt.optimize().execute_compaction()
     _assert_outputs_trace(dt, before)
     assert sorted(r["id"] for r in dt.to_df().collect()) == list(range(100))
+
+
+def test_a_compaction_that_would_lose_rows_commits_nothing(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    """With ``spark.sql.files.ignoreCorruptFiles`` Spark skips a source it cannot read: the
+    output would lack its rows, and the compaction that removes the source must fail."""
+    dt = _table(spark, table_dir, files=3, partitioned=False)
+    files = dt.snapshot().add_files()
+    broken = table_dir / decode_uri_path(files[0].path)
+    broken.write_bytes(b"not parquet" * (broken.stat().st_size // 11 + 1))
+    key = "spark.sql.files.ignoreCorruptFiles"
+    old = spark.conf.get(key)
+    spark.conf.set(key, "true")
+    try:
+        with pytest.raises(InvalidTableError, match=files[0].path):
+            dt.optimize().execute_compaction()
+    finally:
+        spark.conf.set(key, old)
+    assert {f.path for f in dt.snapshot().add_files()} == {f.path for f in files}
+    on_disk = {p.name for p in table_dir.iterdir() if p.suffix == ".parquet"}
+    assert on_disk == {decode_uri_path(f.path) for f in files}  # the output was removed

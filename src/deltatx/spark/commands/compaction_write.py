@@ -37,6 +37,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from deltatx.errors import InvalidTableError
 from deltatx.kernel.actions import AddFile
 from deltatx.kernel.column_mapping import physical_schema
 from deltatx.kernel.log_paths import STAGING_PREFIX
@@ -297,10 +298,18 @@ def _describe_bin(
     """The ``add`` actions of a bin's published outputs, tagged when they trace back."""
     fs = location.fs
     counts = [(f.path, live_rows(txn, f), f.deletion_vector) for f in sources]
+    footers = {rel: pq.read_metadata(location.fs_path(rel), filesystem=fs) for rel in rels}
+    written = sum(metadata.num_rows for metadata in footers.values())
+    if written != sum(n for _, n, _ in counts):
+        try:
+            _check_rows_kept(txn, sources, written)
+        except InvalidTableError:
+            for rel in rels:  # no commit will name them
+                fs.delete_file(location.fs_path(rel))
+            raise
     out: list[AddFile] = []
-    for rel in rels:
+    for rel, metadata in footers.items():
         target = location.fs_path(rel)
-        metadata = pq.read_metadata(target, filesystem=fs)
         info = fs.get_file_info(target)
         traced = len(rels) == 1 and metadata.num_rows == sum(n for _, n, _ in counts)
         out.append(
@@ -315,6 +324,41 @@ def _describe_bin(
             )
         )
     return out
+
+
+def _check_rows_kept(txn: OptimisticTransaction, sources: Sequence[AddFile], written: int) -> None:
+    """Refuses outputs that do not hold every live row of their sources.
+
+    Called when the outputs' rows differ from the sources' count in the log. A count in the
+    log may be wrong (another engine's statistics); the sources' own footers are not. Spark
+    skips a source it cannot read when ``spark.sql.files.ignoreCorruptFiles`` or
+    ``ignoreMissingFiles`` is set, and publishing the outputs would then drop its rows.
+
+    Raises:
+        InvalidTableError: A source cannot be read, or the outputs hold another number of
+            rows than the sources' footers less their deletion vectors.
+    """
+    location = txn.log.location
+    stored = 0
+    for f in sources:
+        try:
+            footer = pq.read_metadata(
+                location.file(f.path, what="data file"), filesystem=location.fs
+            )
+        except (OSError, ValueError) as error:
+            raise InvalidTableError(
+                f"OPTIMIZE cannot read {f.path} ({error}), so its rows would be left out of the "
+                "compacted file; nothing was committed. Spark skips such a file when "
+                "spark.sql.files.ignoreCorruptFiles or ignoreMissingFiles is set."
+            ) from None
+        stored += footer.num_rows - (
+            0 if f.deletion_vector is None else f.deletion_vector.cardinality
+        )
+    if stored != written:
+        raise InvalidTableError(
+            f"OPTIMIZE wrote {written} rows from files that hold {stored} live rows "
+            f"({', '.join(f.path for f in sources)}); nothing was committed."
+        )
 
 
 def _write_bins_with_arrow(
