@@ -454,3 +454,24 @@ def test_a_compaction_that_would_lose_rows_commits_nothing(
     assert {f.path for f in dt.snapshot().add_files()} == {f.path for f in files}
     on_disk = {p.name for p in table_dir.iterdir() if p.suffix == ".parquet"}
     assert on_disk == {decode_uri_path(f.path) for f in files}  # the output was removed
+
+
+def test_a_count_the_log_has_wrong_leaves_the_output_untagged_not_refused(
+    spark: SparkSession, table_dir: Path
+) -> None:
+    """The sources' footers settle a count that differs from the log's statistics: the rows
+    are all there, so the compaction commits, and untagged (its races judged per file)."""
+    dt = _table(spark, table_dir, files=3, partitioned=False)
+    log = dt.log
+    txn = OptimisticTransaction(log, log.snapshot())
+    files = txn.scan()
+    stats = json.loads(files[0].stats or "{}")
+    stats["numRecords"] += 1
+    txn.remove_files([files[0]], data_change=False)
+    txn.add_files([dataclasses.replace(files[0], stats=json.dumps(stats))])
+    txn.record_operation(Operation(OperationName.MANUAL_UPDATE, {}), {})
+    txn.commit()
+    dt.optimize().execute_compaction()
+    (out,) = dt.snapshot().add_files()
+    assert out.path not in {f.path for f in files} and not out.tags
+    assert sorted(r["id"] for r in dt.to_df().collect()) == list(range(100))

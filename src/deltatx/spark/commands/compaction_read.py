@@ -179,7 +179,7 @@ def read_in_scan_order(
     # that partition). It only grows, and the keys are distinct: all pass only if each
     # partition reads the plan's files in the plan's order. Counting every row, it would
     # run ahead and fail the write, never pass a wrong order. A file Spark skips leaves the
-    # output short of rows, and such an output is not tagged.
+    # output short of rows, which the write refuses.
     partition = "CAST(spark_partition_id() AS BIGINT)"
     read_slot = (
         f"CAST({partition} * {stride} + least(monotonically_increasing_id() - "

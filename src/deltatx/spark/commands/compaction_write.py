@@ -19,8 +19,10 @@ single bin, one task already, is written as a plain Parquet rewrite is: no bin c
 scan plans its files, each file's place checked at its first row as it is written
 (:func:`.compaction_read.read_in_scan_order`), and sorted only if that check fails. Files
 are then moved from the bin directories (or the staging directory) to the directory of the
-bin's first source. An output whose row count does not match the sources' live rows gets no
-tag: its races are then judged per file, which is coarser but never wrong.
+bin's first source. An output whose row count does not match the live rows the log counts
+for its sources is checked against their footers: if it lacks rows (Spark skipped a file it
+could not read), the compaction fails; if the log's counts were wrong, the output gets no
+tag, and its races are judged per file, which is coarser but never wrong.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import functools
 import posixpath
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -52,7 +54,7 @@ from deltatx.spark.commands.compaction_read import (
     read_in_path_order,
     read_in_scan_order,
 )
-from deltatx.spark.commands.dv_dml import physical_rows
+from deltatx.spark.commands.dv_dml import footer_rows, physical_rows
 from deltatx.spark.commands.rewrite import FILE_INDEX_COLUMN, ROW_INDEX_COLUMN, read_addressed
 from deltatx.spark.jvm_steps import select_exprs, sort_within_partitions
 from deltatx.spark.schema import quote_column, rename_columns
@@ -72,10 +74,14 @@ _TASK_NUMBER = re.compile(r"^part-\d+")
 _UNION_LIMIT = 32
 
 
-def live_rows(txn: OptimisticTransaction, f: AddFile) -> int:
-    """Rows of ``f`` not deleted by its deletion vector."""
+def live_rows(
+    txn: OptimisticTransaction,
+    f: AddFile,
+    stored: Callable[[OptimisticTransaction, AddFile], int] = physical_rows,
+) -> int:
+    """Rows of ``f`` not deleted by its deletion vector, of the ``stored`` rows."""
     deleted = 0 if f.deletion_vector is None else f.deletion_vector.cardinality
-    return physical_rows(txn, f) - deleted
+    return stored(txn, f) - deleted
 
 
 def _target_dir(first_source: AddFile) -> str:
@@ -300,18 +306,20 @@ def _describe_bin(
     counts = [(f.path, live_rows(txn, f), f.deletion_vector) for f in sources]
     footers = {rel: pq.read_metadata(location.fs_path(rel), filesystem=fs) for rel in rels}
     written = sum(metadata.num_rows for metadata in footers.values())
-    if written != sum(n for _, n, _ in counts):
+    expected = sum(n for _, n, _ in counts)
+    if written != expected:
         try:
             _check_rows_kept(txn, sources, written)
         except InvalidTableError:
             for rel in rels:  # no commit will name them
                 fs.delete_file(location.fs_path(rel))
             raise
+    # A count in the log that was wrong leaves the output untagged: judged per file.
+    traced = len(rels) == 1 and written == expected
     out: list[AddFile] = []
     for rel, metadata in footers.items():
         target = location.fs_path(rel)
         info = fs.get_file_info(target)
-        traced = len(rels) == 1 and metadata.num_rows == sum(n for _, n, _ in counts)
         out.append(
             AddFile(
                 path=encode_uri_path(rel),
@@ -338,22 +346,16 @@ def _check_rows_kept(txn: OptimisticTransaction, sources: Sequence[AddFile], wri
         InvalidTableError: A source cannot be read, or the outputs hold another number of
             rows than the sources' footers less their deletion vectors.
     """
-    location = txn.log.location
     stored = 0
     for f in sources:
         try:
-            footer = pq.read_metadata(
-                location.file(f.path, what="data file"), filesystem=location.fs
-            )
+            stored += live_rows(txn, f, footer_rows)
         except (OSError, ValueError) as error:
             raise InvalidTableError(
                 f"OPTIMIZE cannot read {f.path} ({error}), so its rows would be left out of the "
                 "compacted file; nothing was committed. Spark skips such a file when "
                 "spark.sql.files.ignoreCorruptFiles or ignoreMissingFiles is set."
             ) from None
-        stored += footer.num_rows - (
-            0 if f.deletion_vector is None else f.deletion_vector.cardinality
-        )
     if stored != written:
         raise InvalidTableError(
             f"OPTIMIZE wrote {written} rows from files that hold {stored} live rows "

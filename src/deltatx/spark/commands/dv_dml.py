@@ -49,8 +49,16 @@ class DvChanges:
 def physical_rows(txn: OptimisticTransaction, f: AddFile) -> int:
     """The number of rows stored in a data file (``numRecords``, else its Parquet footer)."""
     n = num_records(f.stats)
-    if n is not None:
-        return n
+    return footer_rows(txn, f) if n is None else n
+
+
+def footer_rows(txn: OptimisticTransaction, f: AddFile) -> int:
+    """The number of rows a data file's Parquet footer says it stores.
+
+    Raises:
+        OSError: The file cannot be read.
+        ValueError: The file is not Parquet.
+    """
     location = txn.log.location
     path = location.file(f.path, what="data file")
     return int(pq.read_metadata(path, filesystem=location.fs).num_rows)
