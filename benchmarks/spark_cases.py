@@ -224,8 +224,9 @@ def case_write_read(spark: SparkSession, workdir: str, sizes: SparkSizes) -> lis
                 writer = writer.partitionBy(*by)
             writer.parquet(p)
 
-        dx, dx_jobs = timer.measure(dx_write, runs=sizes.runs, warmup=sizes.warmup)
-        pl, pl_jobs = timer.measure(plain_write, runs=sizes.runs, warmup=sizes.warmup)
+        (dx, dx_jobs), (pl, pl_jobs) = timer.measure_side_by_side(
+            [dx_write, plain_write], runs=sizes.runs, warmup=sizes.warmup
+        )
         rows.append(
             _spark_row(
                 "6 write",
@@ -250,8 +251,9 @@ def case_write_read(spark: SparkSession, workdir: str, sizes: SparkSizes) -> lis
         def plain_read(p: str = delta_path, c: str = cond) -> None:
             spark.read.parquet(p).filter(c).agg(F.sum("v"), F.count("*")).collect()
 
-        dx, dx_jobs = timer.measure(dx_read, runs=sizes.runs, warmup=sizes.warmup)
-        pl, pl_jobs = timer.measure(plain_read, runs=sizes.runs, warmup=sizes.warmup)
+        (dx, dx_jobs), (pl, pl_jobs) = timer.measure_side_by_side(
+            [dx_read, plain_read], runs=sizes.runs, warmup=sizes.warmup
+        )
         rows.append(
             _spark_row(
                 "6 read",

