@@ -333,6 +333,23 @@ def test_files_spark_cannot_tell_apart_are_sorted_instead(
     assert sorts == [1]
 
 
+def test_a_file_too_large_for_its_key_is_sorted_instead(
+    spark: SparkSession, table_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file's key holds its whole size (the check reads a block as long as the file as the
+    file read whole); a size past the key's bits, 2**40 bytes, sends the bin to the sort.
+    The limit is lowered here to the size of the files written."""
+    dt = _table(spark, table_dir, files=3, partitioned=False)
+    files = dt.snapshot().add_files()
+    txn = OptimisticTransaction(dt.log, dt.log.snapshot())
+    assert _read_in_scan_order(spark, txn, files) is not None
+    largest = max(f.size for f in files)
+    monkeypatch.setattr(compaction_read, "_SIZE_BITS", largest.bit_length() - 1)
+    assert _read_in_scan_order(spark, txn, files) is None
+    monkeypatch.setattr(compaction_read, "_SIZE_BITS", largest.bit_length())
+    assert _read_in_scan_order(spark, txn, files) is not None
+
+
 @pytest.mark.parametrize(
     "status",
     [

@@ -54,10 +54,12 @@ SOURCE_PATH_COLUMN = "__deltatx_source_path"
 SCAN_ORDER_BROKEN = "deltatx: a compaction bin was not read in its planned order"
 """The error a bin read by :func:`read_in_scan_order` raises for a file out of place or split."""
 
-# A file's key in the check: the low 31 bits of its size and the low 32 of its modification
-# time in ms. Two files with rows and one key cannot be told apart, so their bin is sorted.
-_SIZE_BITS = 31
-_TIME_BITS = 32
+# A file's key in the check: its size (a file of 2**40 bytes or more is sorted instead) and the
+# low 23 bits of its modification time in ms. The size is the whole of it, so a file whose
+# first block matches the key was read from its start to its end. Two files with rows and
+# one key cannot be told apart, so their bin is sorted.
+_SIZE_BITS = 40
+_TIME_BITS = 23
 # The check's array of keys, by (partition, file in it), as a column of the scan.
 _SLOTS_COLUMN = "__deltatx_planned_keys"
 # No file's key: keys are never negative.
@@ -143,9 +145,9 @@ def read_in_scan_order(
         ``(rows, ordered)``: ``rows`` is one partition of the data columns, file by file in
         the order of ``ordered``, each file's in row order; evaluating it raises
         :data:`SCAN_ORDER_BROKEN` at the first row of a file read out of that place or in
-        pieces. None when two files with rows have the same key, a file would be split, no
-        file holds a row, or the listing cannot be matched to the bin (as for
-        :func:`read_in_path_order`).
+        pieces. None when two files with rows have the same key, a file would be split or
+        holds 2**40 bytes or more, no file holds a row, or the listing cannot be matched to
+        the bin (as for :func:`read_in_path_order`).
     """
     if len(files) > _SCAN_ORDER_FILES:
         return None
@@ -157,7 +159,7 @@ def read_in_scan_order(
     scan, listed = scanned
     planned = _planned_partitions(spark, listed)
     columns = [quote_column(f.name) for f in physical_data_schema.fields]
-    if planned is None or not columns:
+    if planned is None or not columns or any(size >> _SIZE_BITS for _, size, _ in listed):
         return None
     # A file without rows has no first row: only the others are counted and checked. Each
     # partition's keys take a stride of the longest one's length and one more, a slot no
@@ -185,18 +187,18 @@ def read_in_scan_order(
         f"CAST({partition} * {stride} + least(monotonically_increasing_id() - "
         f"shiftleft({partition}, {_PARTITION_SHIFT}), {stride - 1}) AS INT) + 1"
     )
+    # The block's length comes from the task (a function, not the _metadata struct): Spark
+    # builds that struct at every row, and each of its fields costs 1% of a rewrite's CPU.
+    # A block as long as its planned file is that file read whole.
     key_of_file = (
-        f"shiftleft(_metadata.file_size & {(1 << _SIZE_BITS) - 1}, {_TIME_BITS}) "
+        f"shiftleft(input_file_block_length(), {_TIME_BITS}) "
         f"| (unix_millis(_metadata.file_modification_time) & {(1 << _TIME_BITS) - 1})"
-    )
-    read_whole = (
-        "_metadata.file_block_start = 0 AND _metadata.file_block_length = _metadata.file_size"
     )
     planned_key = f"try_element_at({_SLOTS_COLUMN}, {read_slot})"
     # The check rides on the first column, so the write evaluates it for every row.
     checked = (
         f"CASE WHEN _metadata.row_index <> 0 THEN {columns[0]} "
-        f"WHEN {read_whole} AND {planned_key} = {key_of_file} THEN {columns[0]} "
+        f"WHEN {planned_key} = {key_of_file} THEN {columns[0]} "
         f"ELSE raise_error('{SCAN_ORDER_BROKEN}') END AS {columns[0]}"
     )
     # One literal block, which the optimizer folds into the check, not a column of each row.
