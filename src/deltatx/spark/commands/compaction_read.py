@@ -230,8 +230,11 @@ def _coalesced_in_turn(spark: SparkSession, scan: DataFrame, partitions: int) ->
 
 
 def _file_key(size: int, modified: int) -> int:
-    """A file's key in the scan-order check, from its size and modification time (ms)."""
-    return (size & ((1 << _SIZE_BITS) - 1)) << _TIME_BITS | (modified & ((1 << _TIME_BITS) - 1))
+    """A file's key in the scan-order check, from its size and modification time (ms).
+
+    The size is kept whole: :func:`read_in_scan_order` sorts a bin with a file too large.
+    """
+    return size << _TIME_BITS | (modified & ((1 << _TIME_BITS) - 1))
 
 
 def _bin_scan(
